@@ -1,0 +1,62 @@
+# Vigil build, test and benchmark entry points. `make help` lists them.
+GO        ?= go
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS   := -s -w -X github.com/vigil-hpc/vigil/internal/buildinfo.Version=$(VERSION) \
+             -X github.com/vigil-hpc/vigil/internal/buildinfo.Revision=$(REVISION)
+FUZZTIME  ?= 10s
+BENCHTIME ?= 1s
+
+.PHONY: all build test test-short test-e2e bench fuzz fmt fmt-check vet lint update-golden demo clean help
+
+all: fmt-check vet test build ## format check, vet, test, build
+
+build: ## build bin/vigil and the lean node daemon bin/vigil-sampler
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/vigil ./cmd/vigil
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/vigil-sampler ./cmd/vigil-sampler
+
+test: build vet ## unit, fixture and end-to-end tests
+	$(GO) test -count=1 ./...
+
+test-short: ## unit and fixture tests only
+	$(GO) test -short -count=1 ./...
+
+test-race: ## all tests under the race detector
+	$(GO) test -race -short -count=1 ./...
+
+test-e2e: build ## end-to-end tests of the real binary
+	$(GO) test -count=1 -run 'E2E' ./cmd/...
+
+bench: build ## Go benchmarks (figures go to docs/benchmarks.md)
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
+
+fuzz: ## run every fuzz target for FUZZTIME each
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "fuzz $$pkg $$t"; \
+	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+fmt: ## gofmt the tree
+	gofmt -w cmd internal
+
+fmt-check: ## fail if gofmt would change anything
+	@out=$$(gofmt -l cmd internal); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet: ## go vet
+	$(GO) vet ./...
+
+lint: fmt-check vet ## static checks
+
+update-golden: ## rewrite every golden file from current output
+	$(GO) test -count=1 ./... -args -update
+
+demo: build ## run Vigil locally with live output
+	./bin/vigil demo
+
+clean: ## remove build outputs
+	rm -rf bin build
+
+help: ## list targets
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'

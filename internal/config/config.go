@@ -1,0 +1,270 @@
+// Package config decodes and validates vigil.toml strictly: unknown keys,
+// wrong types and invalid values are errors that name file and line.
+package config
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"reflect"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/vigil-hpc/vigil/internal/sampler"
+)
+
+// Sampler is the [sampler] table.
+type Sampler struct {
+	Node     string           `toml:"node"`
+	Root     string           `toml:"root"`
+	Interval sampler.Duration `toml:"interval"`
+	Offset   sampler.Duration `toml:"offset"`
+	Listen   string           `toml:"listen"`
+	Plugins  []string         `toml:"plugins"`
+	Upstream []string         `toml:"upstream"`
+}
+
+// File is a decoded configuration file.
+type File struct {
+	Name    string
+	Sampler Sampler
+	// Plugins maps every registered plugin name to its config (defaults
+	// where the file says nothing).
+	Plugins map[string]sampler.Configurable
+	// set records which [plugins.X] tables the file contains.
+	set map[string]bool
+}
+
+// PluginSet reports whether the file has a [plugins.NAME] table.
+func (f *File) PluginSet(name string) bool { return f.set[name] }
+
+// Defaults returns the configuration used when no file is given.
+func Defaults() *File {
+	f, err := Parse("(defaults)", nil)
+	if err != nil {
+		panic(err) // the registry's own defaults are invalid: a programming error
+	}
+	return f
+}
+
+// Load reads and parses a file.
+func Load(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Error is a configuration error at a position in a file.
+type Error struct {
+	File   string
+	Line   int
+	Column int
+	Msg    string
+}
+
+func (e *Error) Error() string {
+	switch {
+	case e.Line > 0 && e.Column > 0:
+		return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Column, e.Msg)
+	case e.Line > 0:
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s", e.File, e.Msg)
+}
+
+// Errors is a list of configuration errors, reported together.
+type Errors []*Error
+
+func (es Errors) Error() string {
+	msgs := make([]string, len(es))
+	for i, e := range es {
+		msgs[i] = e.Error()
+	}
+	return strings.Join(msgs, "\n")
+}
+
+// Parse decodes data (named name in errors) and validates it.
+func Parse(name string, data []byte) (*File, error) {
+	names := sampler.Names()
+	pluginFields := make([]reflect.StructField, 0, len(names))
+	defaults := make([]sampler.Configurable, len(names))
+	for i, n := range names {
+		reg, _ := sampler.Lookup(n)
+		defaults[i] = reg.NewConfig()
+		pluginFields = append(pluginFields, reflect.StructField{
+			Name: fieldName(i),
+			Type: reflect.TypeOf(defaults[i]),
+			Tag:  reflect.StructTag(fmt.Sprintf(`toml:%q`, n)),
+		})
+	}
+	pluginsT := reflect.StructOf(pluginFields)
+	topT := reflect.StructOf([]reflect.StructField{
+		{Name: "Sampler", Type: reflect.TypeOf(&Sampler{}), Tag: `toml:"sampler"`},
+		{Name: "Plugins", Type: reflect.PointerTo(pluginsT), Tag: `toml:"plugins"`},
+	})
+	top := reflect.New(topT)
+	samp := &Sampler{Interval: sampler.Duration(time.Second)}
+	top.Elem().Field(0).Set(reflect.ValueOf(samp))
+	plugins := reflect.New(pluginsT)
+	for i := range defaults {
+		plugins.Elem().Field(i).Set(reflect.ValueOf(defaults[i]))
+	}
+	top.Elem().Field(1).Set(plugins)
+
+	dec := toml.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(top.Interface()); err != nil {
+		return nil, decodeError(name, err)
+	}
+	f := &File{Name: name, Sampler: *samp, Plugins: map[string]sampler.Configurable{}, set: map[string]bool{}}
+	// The decoder may have replaced pointers; read them back.
+	pv := top.Elem().Field(1)
+	for i, n := range names {
+		if !pv.IsNil() {
+			f.Plugins[n] = pv.Elem().Field(i).Interface().(sampler.Configurable)
+		} else {
+			f.Plugins[n] = defaults[i]
+		}
+	}
+	for _, t := range tablesIn(data, "plugins.") {
+		f.set[t] = true
+	}
+	if errs := f.validate(data); len(errs) > 0 {
+		return nil, errs
+	}
+	return f, nil
+}
+
+func fieldName(i int) string { return fmt.Sprintf("P%d", i) }
+
+func decodeError(name string, err error) error {
+	var sm *toml.StrictMissingError
+	if errors.As(err, &sm) {
+		var errs Errors
+		for _, de := range sm.Errors {
+			row, col := de.Position()
+			errs = append(errs, &Error{File: name, Line: row, Column: col,
+				Msg: fmt.Sprintf("unknown key %q", strings.Join(de.Key(), "."))})
+		}
+		return errs
+	}
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		row, col := de.Position()
+		msg := de.Error()
+		if k := de.Key(); len(k) > 0 {
+			msg = fmt.Sprintf("%s: %s", strings.Join(k, "."), msg)
+		}
+		return Errors{{File: name, Line: row, Column: col, Msg: msg}}
+	}
+	// Type mismatches and errors from UnmarshalText carry no position in
+	// go-toml; find the key named in the message if we can.
+	msg := err.Error()
+	line := 0
+	if i := strings.Index(msg, "toml: cannot"); i >= 0 {
+		msg = msg[i+len("toml: "):]
+	}
+	return Errors{{File: name, Line: line, Msg: msg}}
+}
+
+func (f *File) validate(data []byte) Errors {
+	var errs Errors
+	add := func(table, key, format string, args ...any) {
+		errs = append(errs, &Error{File: f.Name, Line: lineOf(data, table, key), Msg: fmt.Sprintf(format, args...)})
+	}
+	s := &f.Sampler
+	if s.Interval.D() < time.Millisecond {
+		add("sampler", "interval", "sampler.interval must be at least 1ms, got %s", s.Interval.D())
+	}
+	if s.Node != "" && !validNode(s.Node) {
+		add("sampler", "node", "sampler.node %q: want letters, digits, '-', '_' or '.'", s.Node)
+	}
+	if s.Listen != "" {
+		if _, _, err := net.SplitHostPort(s.Listen); err != nil {
+			add("sampler", "listen", "sampler.listen %q: want host:port (e.g. \":9100\")", s.Listen)
+		}
+	}
+	for _, u := range s.Upstream {
+		if _, _, err := net.SplitHostPort(u); err != nil {
+			add("sampler", "upstream", "sampler.upstream %q: want host:port", u)
+		}
+	}
+	seen := map[string]bool{}
+	for _, p := range s.Plugins {
+		if _, ok := sampler.Lookup(p); !ok {
+			add("sampler", "plugins", "sampler.plugins: unknown plugin %q (known: %s)", p, strings.Join(sampler.Names(), ", "))
+		}
+		if seen[p] {
+			add("sampler", "plugins", "sampler.plugins: %q listed twice", p)
+		}
+		seen[p] = true
+	}
+	for _, n := range sampler.Names() {
+		c := f.Plugins[n].CommonConfig()
+		if c.Interval != 0 && c.Interval.D() < time.Millisecond {
+			add("plugins."+n, "interval", "plugins.%s.interval must be at least 1ms, got %s", n, c.Interval.D())
+		}
+		if v, ok := f.Plugins[n].(interface{ Validate() error }); ok {
+			if err := v.Validate(); err != nil {
+				add("plugins."+n, "", "plugins.%s: %v", n, err)
+			}
+		}
+	}
+	return errs
+}
+
+func validNode(s string) bool {
+	for _, r := range s {
+		if !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == '-' || r == '_' || r == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// lineOf finds the line of key inside [table] (or of the table header when
+// key is empty), for errors found after decoding. 0 if not found.
+func lineOf(data []byte, table, key string) int {
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	cur := ""
+	for n := 1; sc.Scan(); n++ {
+		l := strings.TrimSpace(sc.Text())
+		if strings.HasPrefix(l, "[") {
+			cur = strings.Trim(strings.TrimSpace(strings.SplitN(l, "#", 2)[0]), "[] ")
+			if key == "" && cur == table {
+				return n
+			}
+			continue
+		}
+		if cur == table && key != "" {
+			if k, _, ok := strings.Cut(l, "="); ok && strings.Trim(strings.TrimSpace(k), `"`) == key {
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+// tablesIn lists names of [prefix.NAME] tables present in data.
+func tablesIn(data []byte, prefix string) []string {
+	var out []string
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		l := strings.TrimSpace(sc.Text())
+		if strings.HasPrefix(l, "[") {
+			t := strings.Trim(strings.TrimSpace(strings.SplitN(l, "#", 2)[0]), "[] ")
+			if rest, ok := strings.CutPrefix(t, prefix); ok {
+				out = append(out, strings.SplitN(rest, ".", 2)[0])
+			}
+		}
+	}
+	return out
+}

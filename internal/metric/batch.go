@@ -1,0 +1,83 @@
+// Package metric holds the in-memory form of one collection: a reusable
+// batch of samples pointing at stable series descriptors.
+package metric
+
+import "time"
+
+// Type is the Prometheus metric type of a series.
+type Type uint8
+
+const (
+	Gauge Type = iota
+	Counter
+)
+
+func (t Type) String() string {
+	if t == Counter {
+		return "counter"
+	}
+	return "gauge"
+}
+
+// Label is one name/value pair.
+type Label struct {
+	Name, Value string
+}
+
+// Desc describes one series (without the node label, which is added by the
+// daemon). Plugins create a Desc when a series first appears and reuse the
+// same pointer on every later tick, so downstream code (wire encoder, text
+// writer) can key caches on the pointer and a steady-state tick allocates
+// nothing.
+type Desc struct {
+	Name   string
+	Help   string
+	Type   Type
+	Labels []Label
+}
+
+// NewDesc returns a descriptor with labels given as name, value pairs.
+func NewDesc(name, help string, typ Type, labelPairs ...string) *Desc {
+	d := &Desc{Name: name, Help: help, Type: typ}
+	if len(labelPairs) > 0 {
+		d.Labels = make([]Label, 0, len(labelPairs)/2)
+		for i := 0; i+1 < len(labelPairs); i += 2 {
+			d.Labels = append(d.Labels, Label{labelPairs[i], labelPairs[i+1]})
+		}
+	}
+	return d
+}
+
+// Sample is one value of one series.
+type Sample struct {
+	Desc  *Desc
+	Value float64
+}
+
+// Batch is one collection: the samples of one tick. The owner resets and
+// refills it every tick; readers must not keep it past the call that hands
+// it to them.
+type Batch struct {
+	Time    time.Time
+	Samples []Sample
+}
+
+// Reset empties the batch, keeping its capacity.
+func (b *Batch) Reset(t time.Time) {
+	b.Time = t
+	b.Samples = b.Samples[:0]
+}
+
+// Add appends one sample.
+func (b *Batch) Add(d *Desc, v float64) {
+	b.Samples = append(b.Samples, Sample{Desc: d, Value: v})
+}
+
+// Len is the number of samples.
+func (b *Batch) Len() int { return len(b.Samples) }
+
+// CopyFrom makes b an independent copy of src, reusing b's storage.
+func (b *Batch) CopyFrom(src *Batch) {
+	b.Time = src.Time
+	b.Samples = append(b.Samples[:0], src.Samples...)
+}

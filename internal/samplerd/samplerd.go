@@ -1,0 +1,338 @@
+// Package samplerd is the node daemon (`vigil sampler`) and the one-shot
+// `vigil sample --once`. It is kept apart from the rest of the CLI so the
+// lean bin/vigil-sampler binary links only what a compute node needs.
+package samplerd
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vigil-hpc/vigil/internal/buildinfo"
+	"github.com/vigil-hpc/vigil/internal/config"
+	"github.com/vigil-hpc/vigil/internal/kernfs"
+	"github.com/vigil-hpc/vigil/internal/metric"
+	"github.com/vigil-hpc/vigil/internal/sampler"
+	_ "github.com/vigil-hpc/vigil/internal/sampler/plugins/all" // link every plugin
+)
+
+// DefaultListen is where the sampler serves /metrics unless told otherwise.
+const DefaultListen = ":9101"
+
+// Options are the sampler's settings after config and flags are merged.
+type Options struct {
+	Config   *config.File
+	Node     string
+	Root     string
+	Interval time.Duration
+	Offset   time.Duration
+	Plugins  []string
+	Listen   string
+	Upstream []string
+}
+
+type flags struct {
+	config, root, plugins, listen, node, upstream, logLevel string
+	interval, offset                                        time.Duration
+	sampleConfig, once                                      bool
+	gomaxprocs                                              int
+}
+
+func (f *flags) register(fs *flag.FlagSet, daemon bool) {
+	fs.StringVar(&f.config, "config", "", "configuration file (TOML); optional")
+	fs.StringVar(&f.root, "root", "", "root of /proc and /sys (default \"/\"; a fixture tree in tests)")
+	fs.StringVar(&f.plugins, "plugins", "", "comma-separated plugins to run (default: the config's list, else the default set)")
+	fs.StringVar(&f.node, "node", "", "value of the node label (default: host name)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	if daemon {
+		fs.DurationVar(&f.interval, "interval", 0, "sampling interval (default 1s)")
+		fs.DurationVar(&f.offset, "offset", -1, "offset of ticks from wall-clock multiples of the interval")
+		fs.StringVar(&f.listen, "listen", "", "serve /metrics on this address (default "+DefaultListen+"; \"none\" disables)")
+		fs.StringVar(&f.upstream, "upstream", "", "aggregators to stream to, host:port[,host:port] in failover order")
+		fs.BoolVar(&f.sampleConfig, "sample-config", false, "print a commented default configuration and exit")
+		fs.IntVar(&f.gomaxprocs, "gomaxprocs", 1, "OS threads running Go code; 1 keeps jitter on the node low")
+	} else {
+		fs.BoolVar(&f.once, "once", false, "collect once and print (the only mode)")
+	}
+}
+
+// NewLogger builds the process logger.
+func NewLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+func (f *flags) options(fs *flag.FlagSet) (*Options, error) {
+	cfg := config.Defaults()
+	if f.config != "" {
+		c, err := config.Load(f.config)
+		if err != nil {
+			return nil, err
+		}
+		cfg = c
+	}
+	o := &Options{
+		Config:   cfg,
+		Node:     cfg.Sampler.Node,
+		Root:     cfg.Sampler.Root,
+		Interval: cfg.Sampler.Interval.D(),
+		Offset:   cfg.Sampler.Offset.D(),
+		Plugins:  cfg.Sampler.Plugins,
+		Listen:   cfg.Sampler.Listen,
+		Upstream: cfg.Sampler.Upstream,
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	if set["root"] {
+		o.Root = f.root
+	}
+	if set["node"] {
+		o.Node = f.node
+	}
+	if set["interval"] {
+		if f.interval < time.Millisecond {
+			return nil, fmt.Errorf("--interval %s: must be at least 1ms", f.interval)
+		}
+		o.Interval = f.interval
+	}
+	if set["offset"] {
+		if f.offset < 0 {
+			return nil, fmt.Errorf("--offset %s: must not be negative", f.offset)
+		}
+		o.Offset = f.offset
+	}
+	if set["plugins"] {
+		o.Plugins = nil
+		for _, p := range strings.Split(f.plugins, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				o.Plugins = append(o.Plugins, p)
+			}
+		}
+	}
+	if set["listen"] {
+		o.Listen = f.listen
+	}
+	if set["upstream"] {
+		o.Upstream = nil
+		for _, u := range strings.Split(f.upstream, ",") {
+			if u = strings.TrimSpace(u); u != "" {
+				if _, _, err := net.SplitHostPort(u); err != nil {
+					return nil, fmt.Errorf("--upstream %q: want host:port", u)
+				}
+				o.Upstream = append(o.Upstream, u)
+			}
+		}
+	}
+	if o.Listen == "" {
+		o.Listen = DefaultListen
+	}
+	if len(o.Plugins) == 0 {
+		o.Plugins = sampler.DefaultNames()
+	}
+	for _, p := range o.Plugins {
+		if _, ok := sampler.Lookup(p); !ok {
+			return nil, fmt.Errorf("unknown plugin %q (known: %s)", p, strings.Join(sampler.Names(), ", "))
+		}
+	}
+	if o.Node == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return nil, fmt.Errorf("host name for the node label: %w (set --node)", err)
+		}
+		o.Node, _, _ = strings.Cut(h, ".")
+	}
+	return o, nil
+}
+
+// Build initialises the selected plugins and returns a scheduler for them.
+func Build(o *Options, log *slog.Logger, sink sampler.Sink) (*sampler.Scheduler, error) {
+	stats := &sampler.Stats{}
+	fs := kernfs.NewFS(o.Root)
+	var insts []sampler.Instance
+	for _, name := range o.Plugins {
+		reg, _ := sampler.Lookup(name)
+		cfg := o.Config.Plugins[name]
+		p := reg.New(cfg)
+		plog := log.With("plugin", name)
+		if err := p.Init(sampler.Env{FS: fs, Logger: plog, Stats: stats}); err != nil {
+			if errors.Is(err, sampler.ErrNotAvailable) {
+				plog.Debug("plugin not available on this node", "err", err)
+				continue
+			}
+			return nil, fmt.Errorf("plugin %s: %w", name, err)
+		}
+		iv, off := o.Interval, o.Offset
+		if c := cfg.CommonConfig(); c.Interval != 0 {
+			iv = c.Interval.D()
+		}
+		if c := cfg.CommonConfig(); c.Offset != 0 {
+			off = c.Offset.D()
+		}
+		insts = append(insts, sampler.Instance{Name: name, Plugin: p, Interval: iv, Offset: off})
+	}
+	return sampler.NewScheduler(insts, stats, log, sink)
+}
+
+// SampleOnce implements `vigil sample --once`.
+func SampleOnce(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sample", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f flags
+	f.register(fs, false)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("sample: unexpected argument %q", fs.Arg(0))
+	}
+	log, err := NewLogger(stderr, f.logLevel)
+	if err != nil {
+		return err
+	}
+	o, err := f.options(fs)
+	if err != nil {
+		return err
+	}
+	s, err := Build(o, log, nil)
+	if err != nil {
+		return err
+	}
+	var b metric.Batch
+	s.CollectOnce(ctx, time.Now(), &b)
+	tw := metric.TextWriter{ConstLabels: []metric.Label{{Name: "node", Value: o.Node}}}
+	return tw.Write(stdout, &b)
+}
+
+// Run implements `vigil sampler`: the node daemon.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sampler", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f flags
+	f.register(fs, true)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("sampler: unexpected argument %q", fs.Arg(0))
+	}
+	if f.sampleConfig {
+		_, err := io.WriteString(stdout, SampleConfig())
+		return err
+	}
+	if f.gomaxprocs > 0 {
+		runtime.GOMAXPROCS(f.gomaxprocs)
+	}
+	log, err := NewLogger(stderr, f.logLevel)
+	if err != nil {
+		return err
+	}
+	o, err := f.options(fs)
+	if err != nil {
+		return err
+	}
+	s, err := Build(o, log, nil)
+	if err != nil {
+		return err
+	}
+	log.Info("sampler starting", "version", buildinfo.Version, "node", o.Node, "root", o.Root,
+		"interval", o.Interval, "plugins", strings.Join(o.Plugins, ","), "listen", o.Listen)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errc := make(chan error, 2)
+	if o.Listen != "none" {
+		ln, err := net.Listen("tcp", o.Listen)
+		if err != nil {
+			return fmt.Errorf("listen for /metrics: %w", err)
+		}
+		srv := &http.Server{Handler: Handler(s, o.Node), ReadHeaderTimeout: 5 * time.Second}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+			}
+		}()
+		go func() {
+			<-ctx.Done()
+			sctx, c := context.WithTimeout(context.Background(), 2*time.Second)
+			defer c()
+			_ = srv.Shutdown(sctx)
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		errc <- s.Run(ctx)
+	}()
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	cancel()
+	wg.Wait()
+	log.Info("sampler stopped")
+	return err
+}
+
+// Handler serves the latest collection at /metrics.
+func Handler(s *sampler.Scheduler, node string) http.Handler {
+	var mu sync.Mutex
+	tw := &metric.TextWriter{ConstLabels: []metric.Label{{Name: "node", Value: node}}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		mu.Lock()
+		defer mu.Unlock()
+		s.View(func(bs []*metric.Batch) { _ = tw.Write(w, bs...) })
+	})
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "<html><body><h1>vigil sampler</h1><p>node %s</p><a href=\"/metrics\">/metrics</a></body></html>\n", node)
+	})
+	return mux
+}
+
+// SampleConfig is the commented default configuration.
+func SampleConfig() string {
+	var sb strings.Builder
+	sb.WriteString(`# vigil.toml: configuration of the Vigil node sampler.
+# Every key is optional; command-line flags override what is set here.
+
+[sampler]
+# Value of the "node" label on every series; empty = the host name.
+node = ""
+# Root of /proc and /sys (a fixture tree in tests).
+root = "/"
+# Default sampling interval; ticks fall on wall-clock multiples of it, so
+# every node samples at the same instant.
+interval = "1s"
+# Offset added to every aligned tick (e.g. to stagger plugins).
+offset = "0s"
+# Where /metrics is served (a drop-in for node_exporter); "none" disables.
+listen = "` + DefaultListen + `"
+# Plugins to run; empty = the default set: ` + strings.Join(sampler.DefaultNames(), ", ") + `.
+plugins = []
+# Aggregators to stream to, in failover order.
+upstream = []
+`)
+	for _, n := range sampler.Names() {
+		reg, _ := sampler.Lookup(n)
+		sb.WriteString("\n")
+		sb.WriteString(reg.SampleConfig)
+	}
+	return sb.String()
+}
