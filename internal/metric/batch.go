@@ -10,11 +10,16 @@ type Type uint8
 const (
 	Gauge Type = iota
 	Counter
+	// Untyped is used where node_exporter exposes untyped metrics (vmstat).
+	Untyped
 )
 
 func (t Type) String() string {
-	if t == Counter {
+	switch t {
+	case Counter:
 		return "counter"
+	case Untyped:
+		return "untyped"
 	}
 	return "gauge"
 }
