@@ -7,13 +7,21 @@ LDFLAGS   := -s -w -X github.com/vigil-hpc/vigil/internal/buildinfo.Version=$(VE
 FUZZTIME  ?= 10s
 BENCHTIME ?= 1s
 
-.PHONY: all build test test-short test-e2e bench fuzz fmt fmt-check vet lint update-golden demo clean help
+WEB_SRC   := $(shell find web/src web/package.json web/package-lock.json web/tsconfig.json web/build.mjs -type f 2>/dev/null)
+
+.PHONY: all build web test test-short test-e2e bench fuzz fmt fmt-check vet lint update-golden demo clean help
 
 all: fmt-check vet test build ## format check, vet, test, build
 
-build: ## build bin/vigil and the lean node daemon bin/vigil-sampler
+build: web ## build bin/vigil and the lean node daemon bin/vigil-sampler
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/vigil ./cmd/vigil
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/vigil-sampler ./cmd/vigil-sampler
+
+web: internal/web/dist/index.html ## build the dashboard (TypeScript) into internal/web/dist
+
+internal/web/dist/index.html: $(WEB_SRC)
+	@if [ -f web/package.json ]; then cd web && npm ci --no-audit --no-fund && npm run build; \
+	else echo "no web/ sources yet"; fi
 
 test: build vet ## unit, fixture and end-to-end tests
 	$(GO) test -count=1 ./...
@@ -56,7 +64,8 @@ demo: build ## run Vigil locally with live output
 	./bin/vigil demo
 
 clean: ## remove build outputs
-	rm -rf bin build
+	rm -rf bin build web/node_modules
+	find internal/web/dist -mindepth 1 ! -name .keep -delete 2>/dev/null || true
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
