@@ -30,10 +30,40 @@ type Sampler struct {
 	Upstream []string         `toml:"upstream"`
 }
 
+// Aggregator is the [aggregator] table.
+type Aggregator struct {
+	Name         string           `toml:"name"`
+	Listen       string           `toml:"listen"`
+	Upstream     []string         `toml:"upstream"`
+	HTTP         string           `toml:"http"`
+	Key          string           `toml:"key"`
+	Interval     sampler.Duration `toml:"interval"`
+	Children     []string         `toml:"children"`
+	ChildrenFile string           `toml:"children_file"`
+	BufferBytes  int              `toml:"buffer_bytes"`
+}
+
+// sections holds the tables other packages own (e.g. [server]), registered
+// from their init functions; read-only afterwards.
+var sections = map[string]func() any{}
+
+// RegisterSection lets a package own a top-level table: newDefault returns
+// a pointer to a struct with defaults, decoded strictly; if it implements
+// Validate() error, that is called too.
+func RegisterSection(name string, newDefault func() any) { sections[name] = newDefault }
+
+// reserved tables belong to daemons that may not be linked into this
+// binary (the lean sampler); they are accepted unvalidated unless their
+// owner registered them.
+var reserved = []string{"server", "logs", "web", "alerts", "export"}
+
 // File is a decoded configuration file.
 type File struct {
-	Name    string
-	Sampler Sampler
+	Name       string
+	Sampler    Sampler
+	Aggregator Aggregator
+	// Sections holds registered tables by name (pointers as registered).
+	Sections map[string]any
 	// Plugins maps every registered plugin name to its config (defaults
 	// where the file says nothing).
 	Plugins map[string]sampler.Configurable
@@ -106,10 +136,29 @@ func Parse(name string, data []byte) (*File, error) {
 		})
 	}
 	pluginsT := reflect.StructOf(pluginFields)
-	topT := reflect.StructOf([]reflect.StructField{
+	topFields := []reflect.StructField{
 		{Name: "Sampler", Type: reflect.TypeOf(&Sampler{}), Tag: `toml:"sampler"`},
 		{Name: "Plugins", Type: reflect.PointerTo(pluginsT), Tag: `toml:"plugins"`},
-	})
+		{Name: "Aggregator", Type: reflect.TypeOf(&Aggregator{}), Tag: `toml:"aggregator"`},
+	}
+	secNames := make([]string, 0, len(sections)+len(reserved))
+	secVals := map[string]any{}
+	for n, mk := range sections {
+		secNames = append(secNames, n)
+		secVals[n] = mk()
+	}
+	for _, n := range reserved {
+		if _, ok := sections[n]; !ok {
+			secNames = append(secNames, n)
+			secVals[n] = &map[string]any{}
+		}
+	}
+	for i, n := range secNames {
+		topFields = append(topFields, reflect.StructField{
+			Name: fmt.Sprintf("S%d", i), Type: reflect.TypeOf(secVals[n]), Tag: reflect.StructTag(fmt.Sprintf(`toml:%q`, n)),
+		})
+	}
+	topT := reflect.StructOf(topFields)
 	top := reflect.New(topT)
 	samp := &Sampler{Interval: sampler.Duration(time.Second)}
 	top.Elem().Field(0).Set(reflect.ValueOf(samp))
@@ -118,13 +167,24 @@ func Parse(name string, data []byte) (*File, error) {
 		plugins.Elem().Field(i).Set(reflect.ValueOf(defaults[i]))
 	}
 	top.Elem().Field(1).Set(plugins)
+	agg := &Aggregator{Interval: sampler.Duration(time.Second)}
+	top.Elem().Field(2).Set(reflect.ValueOf(agg))
+	for i, n := range secNames {
+		top.Elem().Field(3 + i).Set(reflect.ValueOf(secVals[n]))
+	}
 
 	dec := toml.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(top.Interface()); err != nil {
 		return nil, decodeError(name, err)
 	}
-	f := &File{Name: name, Sampler: *samp, Plugins: map[string]sampler.Configurable{}, set: map[string]bool{}}
+	f := &File{Name: name, Sampler: *samp, Aggregator: *agg, Sections: map[string]any{},
+		Plugins: map[string]sampler.Configurable{}, set: map[string]bool{}}
+	for i, n := range secNames {
+		if _, ok := sections[n]; ok {
+			f.Sections[n] = top.Elem().Field(3 + i).Interface()
+		}
+	}
 	// The decoder may have replaced pointers; read them back.
 	pv := top.Elem().Field(1)
 	for i, n := range names {
@@ -195,6 +255,32 @@ func (f *File) validate(data []byte) Errors {
 	for _, u := range s.Upstream {
 		if _, _, err := net.SplitHostPort(u); err != nil {
 			add("sampler", "upstream", "sampler.upstream %q: want host:port", u)
+		}
+	}
+	a := &f.Aggregator
+	for _, kv := range []struct{ key, v string }{{"listen", a.Listen}, {"http", a.HTTP}} {
+		if kv.v != "" {
+			if _, _, err := net.SplitHostPort(kv.v); err != nil {
+				add("aggregator", kv.key, "aggregator.%s %q: want host:port", kv.key, kv.v)
+			}
+		}
+	}
+	for _, u := range a.Upstream {
+		if _, _, err := net.SplitHostPort(u); err != nil {
+			add("aggregator", "upstream", "aggregator.upstream %q: want host:port", u)
+		}
+	}
+	if a.Interval.D() < time.Millisecond {
+		add("aggregator", "interval", "aggregator.interval must be at least 1ms")
+	}
+	if a.BufferBytes < 0 {
+		add("aggregator", "buffer_bytes", "aggregator.buffer_bytes must not be negative")
+	}
+	for n, v := range f.Sections {
+		if val, ok := v.(interface{ Validate() error }); ok {
+			if err := val.Validate(); err != nil {
+				add(n, "", "%s: %v", n, err)
+			}
 		}
 	}
 	seen := map[string]bool{}

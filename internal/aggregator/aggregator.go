@@ -1,0 +1,305 @@
+// Package aggregator is one tier of the tree: it takes wire streams from
+// samplers or lower aggregators, tracks which nodes are up, and forwards
+// every tick upstream in order, buffering while the upstream is away.
+package aggregator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vigil-hpc/vigil/internal/metric"
+	"github.com/vigil-hpc/vigil/internal/wire"
+)
+
+// Config is an aggregator's settings.
+type Config struct {
+	Name     string
+	Listen   string   // wire listener for children
+	Upstream []string // failover order
+	HTTP     string   // /metrics and /api/tree; empty: none
+	Key      []byte   // shared key; nil: loopback peers only
+	// Interval is the children's sampling interval: a child silent for
+	// 3 intervals is marked down.
+	Interval time.Duration
+	// Children lists expected nodes (names or host:port); ChildrenFile is a
+	// host-list file re-read when it changes or on Reload.
+	Children     []string
+	ChildrenFile string
+	// BufferBytes bounds data held for an absent upstream.
+	BufferBytes int
+	Log         *slog.Logger
+}
+
+// DefaultBufferBytes holds about five minutes of 1,000 nodes × 300 values
+// at about 1.5 bytes per value.
+const DefaultBufferBytes = 512 << 20
+
+type streamKey struct {
+	node  string
+	first *metric.Desc
+}
+
+// Aggregator implements wire.Handler and forwards upstream.
+type Aggregator struct {
+	cfg    Config
+	log    *slog.Logger
+	client *wire.Client
+	live   *Liveness
+	wstats wire.ServerStats
+
+	mu      sync.Mutex // guards streams and serialises forwarding counts
+	streams map[streamKey]*wire.ClientStream
+	self    *wire.ClientStream
+
+	received  atomic.Uint64
+	forwarded atomic.Uint64
+	dropped   atomic.Uint64
+	gaps      atomic.Uint64
+	maxLag    atomic.Int64 // nanoseconds, max over the current interval
+	lastLag   atomic.Int64 // max of the previous interval
+	selfMu    sync.Mutex
+	selfBatch metric.Batch
+	selfDescs selfDescs
+	reload    chan struct{}
+	boundAddr atomic.Value // string: the listener's address once bound
+}
+
+// New checks the configuration.
+func New(cfg Config) (*Aggregator, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
+	}
+	if cfg.BufferBytes <= 0 {
+		cfg.BufferBytes = DefaultBufferBytes
+	}
+	if cfg.Name == "" {
+		h, _ := os.Hostname()
+		cfg.Name = h
+	}
+	if cfg.Listen == "" {
+		return nil, errors.New("aggregator: no listen address")
+	}
+	if len(cfg.Upstream) == 0 {
+		return nil, errors.New("aggregator: no upstream address (--upstream host:port)")
+	}
+	log := cfg.Log.With("component", "aggregator", "name", cfg.Name)
+	client, err := wire.NewClient(wire.ClientOptions{
+		Addrs: cfg.Upstream, Key: cfg.Key, Name: cfg.Name, Log: log,
+		MaxQueueBytes: cfg.BufferBytes, MinBackoff: 100 * time.Millisecond, MaxBackoff: 2 * time.Second,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a := &Aggregator{
+		cfg: cfg, log: log, client: client,
+		live:    NewLiveness(3 * cfg.Interval),
+		streams: map[streamKey]*wire.ClientStream{},
+		reload:  make(chan struct{}, 1),
+	}
+	a.selfDescs = newSelfDescs(cfg.Name)
+	a.self = client.NewStream(cfg.Name)
+	if err := a.loadChildren(); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// Liveness exposes the children's up/down state.
+func (a *Aggregator) Liveness() *Liveness { return a.live }
+
+// Reload re-reads the children file (SIGHUP).
+func (a *Aggregator) Reload() {
+	select {
+	case a.reload <- struct{}{}:
+	default:
+	}
+}
+
+// Addr is the bound wire address (useful with port 0), empty before Run binds.
+func (a *Aggregator) Addr() string {
+	s, _ := a.boundAddr.Load().(string)
+	return s
+}
+
+func (a *Aggregator) loadChildren() error {
+	nodes := make([]string, 0, len(a.cfg.Children))
+	for _, c := range a.cfg.Children {
+		nodes = append(nodes, hostOf(c))
+	}
+	if a.cfg.ChildrenFile != "" {
+		fromFile, err := ReadHostFile(a.cfg.ChildrenFile)
+		if err != nil {
+			return err
+		}
+		nodes = append(nodes, fromFile...)
+	}
+	a.live.SetExpected(nodes)
+	return nil
+}
+
+// Run serves children and forwards until ctx is done.
+func (a *Aggregator) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", a.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("aggregator listen: %w", err)
+	}
+	a.boundAddr.Store(ln.Addr().String())
+	if a.cfg.Key == nil {
+		a.log.Warn("no key: accepting loopback children only; use --key FILE for remote nodes")
+	}
+	a.log.Info("aggregator started", "listen", ln.Addr().String(), "upstream", a.cfg.Upstream, "http", a.cfg.HTTP)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errc := make(chan error, 4)
+	start := func(f func() error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(); err != nil && ctx.Err() == nil {
+				errc <- err
+			}
+		}()
+	}
+	start(func() error { return a.client.Run(ctx) })
+	start(func() error {
+		return wire.Serve(ctx, ln, wire.ServerOptions{Key: a.cfg.Key, Name: a.cfg.Name, Log: a.log, Stats: &a.wstats}, a)
+	})
+	start(func() error { a.housekeeping(ctx); return nil })
+	if a.cfg.HTTP != "" {
+		hl, err := net.Listen("tcp", a.cfg.HTTP)
+		if err != nil {
+			cancel()
+			wg.Wait()
+			return fmt.Errorf("aggregator http: %w", err)
+		}
+		srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		start(func() error {
+			if err := srv.Serve(hl); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		})
+		context.AfterFunc(ctx, func() { srv.Close() })
+	}
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	cancel()
+	wg.Wait()
+	return err
+}
+
+// housekeeping marks silent children down, re-reads the children file and
+// sends the aggregator's own health upstream once per interval.
+func (a *Aggregator) housekeeping(ctx context.Context) {
+	t := time.NewTicker(a.cfg.Interval / 2)
+	defer t.Stop()
+	var fileMod time.Time
+	if a.cfg.ChildrenFile != "" {
+		if st, err := os.Stat(a.cfg.ChildrenFile); err == nil {
+			fileMod = st.ModTime()
+		}
+	}
+	nextSelf := time.Now().Truncate(a.cfg.Interval).Add(a.cfg.Interval)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.reload:
+			a.reloadChildren()
+		case now := <-t.C:
+			for _, n := range a.live.Sweep(now) {
+				a.log.Info("child down", "node", n)
+				a.client.NodeState(n, false, now)
+			}
+			if a.cfg.ChildrenFile != "" {
+				if st, err := os.Stat(a.cfg.ChildrenFile); err == nil && !st.ModTime().Equal(fileMod) {
+					fileMod = st.ModTime()
+					a.reloadChildren()
+				}
+			}
+			if !now.Before(nextSelf) {
+				a.lastLag.Store(a.maxLag.Swap(0))
+				a.sendSelf(nextSelf)
+				nextSelf = nextSelf.Add(a.cfg.Interval)
+				if nextSelf.Before(now) {
+					nextSelf = now.Truncate(a.cfg.Interval).Add(a.cfg.Interval)
+				}
+			}
+		}
+	}
+}
+
+func (a *Aggregator) reloadChildren() {
+	if err := a.loadChildren(); err != nil {
+		a.log.Error("children file not reloaded", "err", err)
+		return
+	}
+	a.log.Info("children reloaded", "file", a.cfg.ChildrenFile)
+}
+
+// Connect implements wire.Handler.
+func (a *Aggregator) Connect(p wire.Peer) { a.log.Debug("child connected", "peer", p.Addr, "name", p.Name) }
+
+// Disconnect implements wire.Handler.
+func (a *Aggregator) Disconnect(p wire.Peer, err error) {
+	a.log.Debug("child disconnected", "peer", p.Addr, "name", p.Name, "err", err)
+}
+
+// Schema implements wire.Handler; streams are found per tick.
+func (a *Aggregator) Schema(string, []*metric.Desc) {}
+
+// Tick implements wire.Handler: forward one tick of one node.
+func (a *Aggregator) Tick(node string, t time.Time, descs []*metric.Desc, values []float64) {
+	now := time.Now()
+	a.received.Add(uint64(len(values)))
+	if lag := int64(now.Sub(t)); lag > a.maxLag.Load() {
+		a.maxLag.Store(lag)
+	}
+	if a.live.Seen(node, t, now) {
+		a.client.NodeState(node, true, t)
+	}
+	var first *metric.Desc
+	if len(descs) > 0 {
+		first = descs[0]
+	}
+	a.mu.Lock()
+	k := streamKey{node, first}
+	cs := a.streams[k]
+	if cs == nil {
+		cs = a.client.NewStream(node)
+		a.streams[k] = cs
+	}
+	before := a.client.Stats().Dropped.Load()
+	a.client.Tick(cs, t, descs, values)
+	if a.client.Stats().Dropped.Load() != before {
+		a.dropped.Add(uint64(len(values)))
+	} else {
+		a.forwarded.Add(uint64(len(values)))
+	}
+	a.mu.Unlock()
+}
+
+// Gap implements wire.Handler: pass lower tiers' gaps on.
+func (a *Aggregator) Gap(node string, from, to time.Time) {
+	a.gaps.Add(1)
+	a.client.Gap(node, from, to)
+}
+
+// NodeState implements wire.Handler: pass lower tiers' node states on.
+func (a *Aggregator) NodeState(node string, up bool, t time.Time) {
+	a.client.NodeState(node, up, t)
+}

@@ -1,0 +1,244 @@
+package aggregator
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vigil-hpc/vigil/internal/metric"
+	"github.com/vigil-hpc/vigil/internal/wire"
+)
+
+func TestExpandHostList(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []string
+		bad  bool
+	}{
+		{in: "cn1", want: []string{"cn1"}},
+		{in: "cn[001-003]", want: []string{"cn001", "cn002", "cn003"}},
+		{in: "cn[8-10,20]x", want: []string{"cn8x", "cn9x", "cn10x", "cn20x"}},
+		{in: "r[1-2]n[1-2]", want: []string{"r1n1", "r1n2", "r2n1", "r2n2"}},
+		{in: "cn[3-1]", bad: true},
+		{in: "cn[1-", bad: true},
+		{in: "cn[a]", bad: true},
+		{in: "cn]", bad: true},
+		{in: "cn[0-99999999]", bad: true},
+	} {
+		got, err := ExpandHostList(tc.in)
+		if (err != nil) != tc.bad {
+			t.Errorf("%q: err %v", tc.in, err)
+			continue
+		}
+		if !tc.bad && !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%q = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
+
+func FuzzExpandHostList(f *testing.F) {
+	f.Add("cn[001-128,200]")
+	f.Fuzz(func(t *testing.T, s string) { _, _ = ExpandHostList(s) })
+}
+
+func TestLiveness(t *testing.T) {
+	l := NewLiveness(3 * time.Second)
+	l.SetExpected([]string{"a", "b"})
+	t0 := time.Unix(1000, 0)
+	if !l.Seen("a", t0, t0) {
+		t.Error("first tick of a: want joined")
+	}
+	if l.Seen("a", t0.Add(time.Second), t0.Add(time.Second)) {
+		t.Error("second tick: not a join")
+	}
+	if up, down := l.Counts(); up != 1 || down != 1 {
+		t.Errorf("counts up %d down %d, want 1/1 (b expected, never seen)", up, down)
+	}
+	if d := l.Sweep(t0.Add(3 * time.Second)); len(d) != 0 {
+		t.Errorf("down after 2s silence: %v", d)
+	}
+	if d := l.Sweep(t0.Add(4 * time.Second)); !reflect.DeepEqual(d, []string{"a"}) {
+		t.Errorf("sweep after 3s silence = %v, want [a]", d)
+	}
+	if !l.Seen("a", t0.Add(5*time.Second), t0.Add(5*time.Second)) {
+		t.Error("a coming back: want joined")
+	}
+	// An unexpected node that leaves is forgotten after a while.
+	l.Seen("c", t0, t0)
+	l.Sweep(t0.Add(4 * time.Second))
+	l.Sweep(t0.Add(40 * time.Second))
+	for _, s := range l.Snapshot() {
+		if s.Node == "c" {
+			t.Error("departed unexpected node c kept forever")
+		}
+	}
+}
+
+// collector is an upstream that records what arrives.
+type collector struct {
+	wire.NopHandler
+	mu     sync.Mutex
+	ticks  map[string][]time.Time
+	values map[string]float64
+	states []string
+}
+
+func (c *collector) Tick(node string, t time.Time, descs []*metric.Desc, values []float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ticks[node] = append(c.ticks[node], t)
+	for i, d := range descs {
+		c.values[node+"/"+d.Name] = values[i]
+	}
+}
+
+func (c *collector) NodeState(node string, up bool, t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := "down"
+	if up {
+		s = "up"
+	}
+	c.states = append(c.states, node+" "+s)
+}
+
+func (c *collector) snapshot() (map[string]int, []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := map[string]int{}
+	for k, v := range c.ticks {
+		n[k] = len(v)
+	}
+	return n, append([]string(nil), c.states...)
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func listen(t *testing.T) net.Listener {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A child's ticks reach the upstream through the aggregator; when the
+// child stops it is reported down within 3 intervals, and the aggregator
+// sends its own health as a stream.
+func TestForwardAndDown(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	up := &collector{ticks: map[string][]time.Time{}, values: map[string]float64{}}
+	uln := listen(t)
+	go wire.Serve(ctx, uln, wire.ServerOptions{Log: quiet()}, up)
+
+	const iv = 100 * time.Millisecond
+	agg, err := New(Config{Name: "agg-test", Listen: "127.0.0.1:0", Upstream: []string{uln.Addr().String()}, Interval: iv, Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go agg.Run(ctx)
+	waitFor(t, "aggregator listening", 5*time.Second, func() bool { return agg.Addr() != "" })
+
+	cctx, ccancel := context.WithCancel(ctx)
+	client, err := wire.NewClient(wire.ClientOptions{Addrs: []string{agg.Addr()}, Name: "cn1", Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { client.Run(cctx); close(done) }()
+	cs := client.NewStream("cn1")
+	d := metric.NewDesc("node_load1", "load", metric.Gauge)
+	var b metric.Batch
+	base := time.Now().Truncate(iv)
+	for i := 0; i < 10; i++ {
+		b.Reset(base.Add(time.Duration(i) * iv))
+		b.Add(d, float64(i))
+		client.Batch(cs, &b)
+	}
+	waitFor(t, "10 ticks upstream", 5*time.Second, func() bool { n, _ := up.snapshot(); return n["cn1"] == 10 })
+	up.mu.Lock()
+	if v := up.values["cn1/node_load1"]; v != 9 {
+		t.Errorf("last value %v, want 9", v)
+	}
+	for i, ts := range up.ticks["cn1"] {
+		if !ts.Equal(base.Add(time.Duration(i) * iv)) {
+			t.Errorf("tick %d at %v, out of order or altered", i, ts)
+		}
+	}
+	up.mu.Unlock()
+	ccancel()
+	<-done
+	stopped := time.Now()
+	waitFor(t, "cn1 down", 5*time.Second, func() bool {
+		_, st := up.snapshot()
+		return len(st) >= 2 && st[len(st)-1] == "cn1 down"
+	})
+	if took := time.Since(stopped); took > 3*iv+500*time.Millisecond {
+		t.Errorf("down detected after %v, want about 3 intervals (%v)", took, 3*iv)
+	}
+	waitFor(t, "aggregator health upstream", 5*time.Second, func() bool {
+		up.mu.Lock()
+		defer up.mu.Unlock()
+		return up.values["agg-test/vigil_aggregator_values_received_total"] == 10
+	})
+}
+
+// While the upstream is away, ticks are buffered and replayed in order.
+func TestBufferAndReplay(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	uln := listen(t)
+	uaddr := uln.Addr().String()
+	uln.Close() // upstream not there yet
+
+	agg, err := New(Config{Name: "agg-buf", Listen: "127.0.0.1:0", Upstream: []string{uaddr}, Interval: time.Second, Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go agg.Run(ctx)
+	waitFor(t, "aggregator listening", 5*time.Second, func() bool { return agg.Addr() != "" })
+	client, _ := wire.NewClient(wire.ClientOptions{Addrs: []string{agg.Addr()}, Name: "cn2", Log: quiet()})
+	go client.Run(ctx)
+	cs := client.NewStream("cn2")
+	d := metric.NewDesc("x", "x", metric.Counter)
+	var b metric.Batch
+	base := time.Unix(1_700_000_000, 0)
+	for i := 0; i < 50; i++ {
+		b.Reset(base.Add(time.Duration(i) * time.Second))
+		b.Add(d, float64(i*10))
+		client.Batch(cs, &b)
+	}
+	waitFor(t, "aggregator received 50 values", 5*time.Second, func() bool { return agg.received.Load() == 50 })
+
+	up := &collector{ticks: map[string][]time.Time{}, values: map[string]float64{}}
+	uln2, err := net.Listen("tcp", uaddr)
+	if err != nil {
+		t.Skipf("upstream port taken meanwhile: %v", err)
+	}
+	go wire.Serve(ctx, uln2, wire.ServerOptions{Log: quiet()}, up)
+	waitFor(t, "replay of 50 ticks", 10*time.Second, func() bool { n, _ := up.snapshot(); return n["cn2"] == 50 })
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	for i, ts := range up.ticks["cn2"] {
+		if !ts.Equal(base.Add(time.Duration(i) * time.Second)) {
+			t.Fatalf("replayed tick %d at %v: out of order", i, ts)
+		}
+	}
+}

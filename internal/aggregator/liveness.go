@@ -1,0 +1,141 @@
+package aggregator
+
+import (
+	"sync"
+	"time"
+)
+
+// Liveness tracks which nodes are sending. A node is up from its first tick
+// and down once it has been silent for DownAfter; nodes named in the
+// expected set but never seen count as down. It is shared by the
+// aggregator and the server, which both mark nodes up and down.
+type Liveness struct {
+	DownAfter time.Duration
+
+	mu       sync.Mutex
+	nodes    map[string]*nodeState
+	expected map[string]bool
+}
+
+type nodeState struct {
+	up       bool
+	lastSeen time.Time // wall clock of the last tick received
+	lastTick time.Time // timestamp of that tick
+	since    time.Time // last change of up
+}
+
+// NodeStatus is a snapshot of one node.
+type NodeStatus struct {
+	Node     string    `json:"node"`
+	Up       bool      `json:"up"`
+	LastSeen time.Time `json:"last_seen"`
+	LastTick time.Time `json:"last_tick"`
+	Since    time.Time `json:"since"`
+	Expected bool      `json:"expected"`
+}
+
+// NewLiveness marks a node down after downAfter of silence.
+func NewLiveness(downAfter time.Duration) *Liveness {
+	return &Liveness{DownAfter: downAfter, nodes: map[string]*nodeState{}, expected: map[string]bool{}}
+}
+
+// Seen records a tick of node at wall time now; it returns true when the
+// node was not up before (it joined or came back).
+func (l *Liveness) Seen(node string, tick, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.nodes[node]
+	if n == nil {
+		n = &nodeState{}
+		l.nodes[node] = n
+	}
+	n.lastSeen = now
+	if tick.After(n.lastTick) {
+		n.lastTick = tick
+	}
+	if !n.up {
+		n.up = true
+		n.since = now
+		return true
+	}
+	return false
+}
+
+// SetExpected replaces the set of nodes the configuration lists; listed
+// nodes never seen are reported down, unlisted ones that send are still
+// accepted (nodes join by themselves).
+func (l *Liveness) SetExpected(nodes []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.expected = make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		l.expected[n] = true
+	}
+}
+
+// Sweep marks nodes silent for DownAfter as down and returns them. Nodes
+// that are down, not expected and silent for 10× DownAfter are forgotten,
+// so a cluster whose nodes come and go does not grow without bound.
+func (l *Liveness) Sweep(now time.Time) (down []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for name, n := range l.nodes {
+		silent := now.Sub(n.lastSeen)
+		if n.up && silent >= l.DownAfter {
+			n.up = false
+			n.since = now
+			down = append(down, name)
+		}
+		if !n.up && !l.expected[name] && silent >= 10*l.DownAfter {
+			delete(l.nodes, name)
+		}
+	}
+	return down
+}
+
+// Counts returns how many nodes are up and down (expected nodes never seen
+// count as down).
+func (l *Liveness) Counts() (up, down int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, n := range l.nodes {
+		if n.up {
+			up++
+		} else {
+			down++
+		}
+	}
+	for name := range l.expected {
+		if _, seen := l.nodes[name]; !seen {
+			down++
+		}
+	}
+	return up, down
+}
+
+// Snapshot lists every known and expected node.
+func (l *Liveness) Snapshot() []NodeStatus {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]NodeStatus, 0, len(l.nodes)+len(l.expected))
+	for name, n := range l.nodes {
+		out = append(out, NodeStatus{Node: name, Up: n.up, LastSeen: n.lastSeen, LastTick: n.lastTick, Since: n.since, Expected: l.expected[name]})
+	}
+	for name := range l.expected {
+		if _, seen := l.nodes[name]; !seen {
+			out = append(out, NodeStatus{Node: name, Expected: true})
+		}
+	}
+	return out
+}
+
+// Down lists nodes currently down, including expected ones never seen.
+func (l *Liveness) Down() []string {
+	var out []string
+	for _, s := range l.Snapshot() {
+		if !s.Up {
+			out = append(out, s.Node)
+		}
+	}
+	return out
+}
