@@ -252,7 +252,9 @@ func (a *Aggregator) reloadChildren() {
 }
 
 // Connect implements wire.Handler.
-func (a *Aggregator) Connect(p wire.Peer) { a.log.Debug("child connected", "peer", p.Addr, "name", p.Name) }
+func (a *Aggregator) Connect(p wire.Peer) {
+	a.log.Debug("child connected", "peer", p.Addr, "name", p.Name)
+}
 
 // Disconnect implements wire.Handler.
 func (a *Aggregator) Disconnect(p wire.Peer, err error) {

@@ -116,7 +116,7 @@ func (a *Aggregator) Handler() http.Handler {
 		_ = json.NewEncoder(w).Encode(map[string]any{
 			"name": a.cfg.Name, "listen": a.Addr(), "upstream": a.cfg.Upstream,
 			"upstream_connected": a.client.Stats().Connected.Load(),
-			"children_up": up, "children_down": down, "children": nodes,
+			"children_up":        up, "children_down": down, "children": nodes,
 		})
 	})
 	return mux
