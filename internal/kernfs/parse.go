@@ -1,6 +1,7 @@
 package kernfs
 
 import (
+	"bytes"
 	"errors"
 	"math"
 )
@@ -14,6 +15,15 @@ func ParseUint(b []byte) (uint64, error) {
 		return 0, ErrSyntax
 	}
 	var n uint64
+	if len(b) <= 19 { // cannot overflow: skip the per-digit check
+		for _, c := range b {
+			if c < '0' || c > '9' {
+				return 0, ErrSyntax
+			}
+			n = n*10 + uint64(c-'0')
+		}
+		return n, nil
+	}
 	for _, c := range b {
 		if c < '0' || c > '9' {
 			return 0, ErrSyntax
@@ -90,10 +100,8 @@ func ParseFixed(b []byte) (float64, error) {
 
 // NextLine splits off the first line of b (without the newline).
 func NextLine(b []byte) (line, rest []byte) {
-	for i, c := range b {
-		if c == '\n' {
-			return b[:i], b[i+1:]
-		}
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		return b[:i], b[i+1:]
 	}
 	return b, nil
 }

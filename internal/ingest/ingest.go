@@ -1,0 +1,167 @@
+// Package ingest turns the tree's wire streams into store appends: every
+// tick of a node is stored with up{node}=1, nodes that fall silent (or that
+// an aggregator reports down) get up=0 and their series are marked stale
+// so dashboards show missing data, not frozen or zero values.
+package ingest
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vigil-hpc/vigil/internal/aggregator"
+	"github.com/vigil-hpc/vigil/internal/metric"
+	"github.com/vigil-hpc/vigil/internal/wire"
+)
+
+// Store is what ingest needs of the time-series store.
+type Store interface {
+	AppendTick(node string, t time.Time, descs []*metric.Desc, values []float64) error
+	SetUp(node string, t time.Time, up bool) error
+	Gap(node string, from, to time.Time) error
+}
+
+// Stats counts what ingest did.
+type Stats struct {
+	Ticks     atomic.Uint64
+	Values    atomic.Uint64
+	Errors    atomic.Uint64 // appends that failed or had rejected samples
+	Gaps      atomic.Uint64
+	NodesDown atomic.Uint64 // transitions to down
+}
+
+// Handler implements wire.Handler over a Store.
+type Handler struct {
+	wire.NopHandler
+	store    Store
+	log      *slog.Logger
+	live     *aggregator.Liveness
+	interval time.Duration
+	upDesc   *metric.Desc
+	stats    Stats
+
+	scratch sync.Pool // *scratch: descs+values with up appended
+
+	mu      sync.Mutex
+	lastErr string
+}
+
+type scratch struct {
+	descs  []*metric.Desc
+	values []float64
+}
+
+// New returns a handler; interval is the nodes' sampling interval (a node
+// silent for 3 of them is down).
+func New(st Store, interval time.Duration, log *slog.Logger) *Handler {
+	if interval <= 0 {
+		interval = time.Second
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	h := &Handler{
+		store: st, log: log.With("component", "ingest"), interval: interval,
+		live:   aggregator.NewLiveness(3 * interval),
+		upDesc: metric.NewDesc("up", "1 if the node is sending, 0 if it is down.", metric.Gauge),
+	}
+	h.scratch.New = func() any { return &scratch{} }
+	return h
+}
+
+// Stats returns the counters.
+func (h *Handler) Stats() *Stats { return &h.stats }
+
+// Liveness exposes the nodes' up/down state.
+func (h *Handler) Liveness() *aggregator.Liveness { return h.live }
+
+func (h *Handler) fail(what string, err error) {
+	h.stats.Errors.Add(1)
+	msg := err.Error()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if msg != h.lastErr { // log each new kind of failure once
+		h.lastErr = msg
+		h.log.Warn(what, "err", err)
+	}
+}
+
+// Tick implements wire.Handler: store the tick with up=1.
+func (h *Handler) Tick(node string, t time.Time, descs []*metric.Desc, values []float64) {
+	h.live.Seen(node, t, time.Now())
+	s := h.scratch.Get().(*scratch)
+	s.descs = append(append(s.descs[:0], descs...), h.upDesc)
+	s.values = append(append(s.values[:0], values...), 1)
+	err := h.store.AppendTick(node, t, s.descs, s.values)
+	h.scratch.Put(s)
+	h.stats.Ticks.Add(1)
+	h.stats.Values.Add(uint64(len(values)))
+	if err != nil {
+		h.fail("store append failed", err)
+	}
+}
+
+// Gap implements wire.Handler: lost ticks show as missing data.
+func (h *Handler) Gap(node string, from, to time.Time) {
+	h.stats.Gaps.Add(1)
+	if err := h.store.Gap(node, from, to); err != nil {
+		h.fail("store gap failed", err)
+	}
+}
+
+// NodeState implements wire.Handler: an aggregator reports a child down.
+func (h *Handler) NodeState(node string, up bool, t time.Time) {
+	if up {
+		return // the node's next tick writes up=1
+	}
+	h.markDown(node, t)
+}
+
+func (h *Handler) markDown(node string, t time.Time) {
+	h.stats.NodesDown.Add(1)
+	if err := h.store.SetUp(node, t, false); err != nil {
+		h.fail("store up=0 failed", err)
+	}
+	// Stale-mark the node's series from just after its last sample.
+	last := t.Add(-3 * h.interval)
+	for _, s := range h.live.Snapshot() {
+		if s.Node == node && !s.LastTick.IsZero() {
+			last = s.LastTick
+		}
+	}
+	if from := last.Add(time.Millisecond); t.After(from) {
+		if err := h.store.Gap(node, from, t); err != nil && !errors.Is(err, context.Canceled) {
+			h.fail("store gap failed", err)
+		}
+	}
+}
+
+// Run marks silent nodes down and keeps writing up=0 for down nodes every
+// interval, so `up == 0` stays queryable while a node is away.
+func (h *Handler) Run(ctx context.Context) {
+	t := time.NewTicker(h.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			newlyDown := map[string]bool{}
+			for _, n := range h.live.Sweep(now) {
+				h.log.Info("node down", "node", n)
+				newlyDown[n] = true
+				h.markDown(n, now)
+			}
+			for _, n := range h.live.Down() {
+				if !newlyDown[n] {
+					if err := h.store.SetUp(n, now, false); err != nil {
+						h.fail("store up=0 failed", err)
+					}
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,154 @@
+package self_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vigil-hpc/vigil/internal/metric"
+	"github.com/vigil-hpc/vigil/internal/sampler"
+	"github.com/vigil-hpc/vigil/internal/sampler/plugins/self"
+	"github.com/vigil-hpc/vigil/internal/testutil"
+)
+
+// addPlugin appends plugin stats as the scheduler does while it is built.
+func addPlugin(st *sampler.Stats, name string, errs, samples uint64, nanos int64) {
+	ps := &sampler.PluginStats{Name: name}
+	ps.Errors.Store(errs)
+	ps.Samples.Store(samples)
+	ps.LastNanos.Store(nanos)
+	st.Plugins = append(st.Plugins, ps)
+}
+
+// split separates the process's own CPU and RSS, which vary, from the rest.
+func split(b *metric.Batch) (own map[string]float64, rest metric.Batch) {
+	own = map[string]float64{}
+	rest.Time = b.Time
+	for _, s := range b.Samples {
+		switch s.Desc.Name {
+		case "vigil_sampler_cpu_seconds_total", "vigil_sampler_resident_memory_bytes":
+			own[s.Desc.Name] = s.Value
+		default:
+			rest.Samples = append(rest.Samples, s)
+		}
+	}
+	return own, rest
+}
+
+func sample(t *testing.T, p sampler.Plugin) *metric.Batch {
+	t.Helper()
+	var b metric.Batch
+	now := time.Unix(1700000000, 0)
+	b.Reset(now)
+	if err := p.Sample(context.Background(), now, &b); err != nil {
+		t.Fatalf("sample: %v", err)
+	}
+	return &b
+}
+
+func TestStats(t *testing.T) {
+	// The root is ignored: self reads the real /proc/self.
+	p, st := testutil.NewPlugin(t, "self", t.TempDir(), nil)
+	// Plugins are added after Init, as the scheduler does.
+	addPlugin(st, "cpu", 0, 40, 1_500_000)
+	addPlugin(st, "load", 3, 3, 20_000)
+	st.Ticks.Store(1234)
+	st.Overruns.Store(2)
+	own, rest := split(sample(t, p))
+	if got := len(rest.Samples); got != 2+2*3 {
+		t.Errorf("first tick: %d scheduler samples, want 8", got)
+	}
+	if own["vigil_sampler_resident_memory_bytes"] < 1<<20 {
+		t.Errorf("resident memory = %v, want > 1 MiB", own["vigil_sampler_resident_memory_bytes"])
+	}
+	if cpu, ok := own["vigil_sampler_cpu_seconds_total"]; !ok || cpu < 0 {
+		t.Errorf("cpu seconds = %v (present %v), want >= 0", cpu, ok)
+	}
+
+	// The list grows and counters move; cached series stay the same.
+	first := rest.Samples[2].Desc
+	addPlugin(st, "procs", 1, 0, 3_000_000_000)
+	st.Ticks.Add(1)
+	st.Plugins[1].Errors.Add(1)
+	_, rest = split(sample(t, p))
+	if rest.Samples[2].Desc != first {
+		t.Error("descriptor of an existing plugin was recreated")
+	}
+	testutil.Golden(t, "testdata/stats/want.txt", testutil.Render(t, &rest))
+}
+
+func TestNoStats(t *testing.T) {
+	p, _ := testutil.NewPlugin(t, "self", t.TempDir(), nil)
+	if err := p.Init(sampler.Env{}); err != nil {
+		t.Fatal(err)
+	}
+	b := sample(t, p)
+	if b.Len() != 2 {
+		t.Errorf("without scheduler stats: %d samples, want 2 (cpu, rss)", b.Len())
+	}
+}
+
+func TestParseStatm(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    uint64
+		wantErr string
+	}{
+		{in: "765 421 393 5 0 123 0\n", want: 421},
+		{in: "1 2", want: 2},
+		{in: "765\n", wantErr: "want at least 2 fields, found 1"},
+		{in: "", wantErr: "found 0"},
+		{in: "1 -2 3", wantErr: `resident "-2"`},
+		{in: "1 99999999999999999999999 3", wantErr: "resident"},
+	} {
+		got, err := self.ParseStatm([]byte(tc.in))
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("ParseStatm(%q) err = %v, want %q", tc.in, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("ParseStatm(%q) = %d, %v, want %d", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestZeroAllocs(t *testing.T) {
+	if testutil.RaceEnabled {
+		t.Skip("allocation counts are not meaningful under -race")
+	}
+	p, st := testutil.NewPlugin(t, "self", t.TempDir(), nil)
+	for _, n := range []string{"cpu", "memory", "procs"} {
+		addPlugin(st, n, 1, 2, 3)
+	}
+	if n := testutil.AllocsPerTick(t, p); n != 0 {
+		t.Errorf("allocs per tick = %v, want 0", n)
+	}
+}
+
+func BenchmarkSample(b *testing.B) {
+	p, st := testutil.NewPlugin(b, "self", b.TempDir(), nil)
+	for _, n := range []string{"cpu", "memory", "procs", "load", "netdev"} {
+		addPlugin(st, n, 1, 2, 3)
+	}
+	var batch metric.Batch
+	ctx := context.Background()
+	now := time.Unix(1700000000, 0)
+	b.ReportAllocs()
+	for b.Loop() {
+		batch.Reset(now)
+		if err := p.Sample(ctx, now, &batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func FuzzParseStatm(f *testing.F) {
+	f.Add([]byte("765 421 393 5 0 123 0\n"))
+	f.Add([]byte("1"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, _ = self.ParseStatm(data)
+	})
+}
