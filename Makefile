@@ -24,6 +24,7 @@ internal/web/dist/index.html: $(WEB_SRC)
 	else echo "no web/ sources yet"; fi
 
 test: build vet ## unit, fixture and end-to-end tests
+	cd web && npm test
 	$(GO) test -count=1 ./...
 
 test-short: ## unit and fixture tests only

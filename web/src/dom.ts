@@ -1,0 +1,32 @@
+// Tiny DOM helper: h("div.cls", {attr: v}, children...).
+type Child = Node | string | null | undefined | false;
+
+export function h<K extends keyof HTMLElementTagNameMap>(
+  tag: K | `${K}.${string}`,
+  attrs: Record<string, string | number | boolean | EventListener> | null = null,
+  ...children: (Child | Child[])[]
+): HTMLElementTagNameMap[K] {
+  const [name, ...classes] = tag.split(".");
+  const el = document.createElement(name as K);
+  if (classes.length) el.className = classes.join(" ");
+  if (attrs) {
+    for (const [k, v] of Object.entries(attrs)) {
+      if (typeof v === "function") el.addEventListener(k.replace(/^on/, ""), v);
+      else if (v === false) continue;
+      else if (v === true) el.setAttribute(k, "");
+      else el.setAttribute(k, String(v));
+    }
+  }
+  for (const c of children.flat()) if (c !== null && c !== undefined && c !== false) el.append(c);
+  return el;
+}
+
+export interface ViewHandle {
+  el: HTMLElement;
+  destroy(): void;
+}
+
+// promLabel quotes a label value for a PromQL selector.
+export function promString(s: string): string {
+  return '"' + s.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n") + '"';
+}

@@ -1,0 +1,98 @@
+import type uPlot from "uplot";
+import { makeChart } from "../chart";
+import { h, type ViewHandle } from "../dom";
+import { formatLabels, formatTime, formatValue } from "../format";
+import { instantQuery, rangeQuery } from "../prom";
+import { stepFor, timeRange, type Route } from "../route";
+import { alignSeries } from "../series";
+import { timePicker } from "./timepicker";
+
+const maxChartSeries = 30;
+const maxRows = 500;
+
+export function exploreView(route: Route, navigate: (r: Route) => void): ViewHandle {
+  const q = route.params.get("q") ?? "";
+  const r = timeRange(route.params, Date.now());
+  const abort = new AbortController();
+  let chart: uPlot | null = null;
+
+  const input = h("textarea.promql", { rows: 3, spellcheck: "false", placeholder: 'PromQL, e.g. topk(10, node_load1) — Ctrl+Enter runs' });
+  input.value = q;
+  const go = (from?: string, to?: string) => {
+    const p = new URLSearchParams(route.params);
+    p.set("q", input.value.trim());
+    if (from) p.set("from", from);
+    if (to) p.set("to", to);
+    navigate({ view: "explore", params: p });
+  };
+  input.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
+      e.preventDefault();
+      go();
+    }
+  });
+  const msg = h("div.error", { hidden: true });
+  const chartBox = h("div.chart.wide");
+  const table = h("div.result");
+  const el = h("section.view.explore-view", null,
+    h("div.toolbar", null, h("h2", null, "Explore"), timePicker(route.params, r, (a, b) => go(a, b))),
+    h("div.query-row", null, input, h("button.run", { onclick: () => go() }, "Run")),
+    msg, chartBox, table,
+  );
+  const fail = (e: Error) => {
+    if (e.name === "AbortError") return;
+    msg.textContent = e.message;
+    msg.hidden = false;
+  };
+
+  if (q) {
+    const step = stepFor(r);
+    rangeQuery(q, r.start, r.end, step, abort.signal).then((series) => {
+      if (series.length === 0) {
+        chartBox.replaceChildren(h("div.chart-msg", null, "no data in this range"));
+        return;
+      }
+      const shown = series.slice(0, maxChartSeries);
+      const labels = shown.map((s) => formatLabels(s.metric));
+      chart = makeChart(chartBox, {
+        title: series.length > maxChartSeries ? `first ${maxChartSeries} of ${series.length} series` : "",
+        unit: "none", labels, data: alignSeries(shown), onZoom: (a, b) => go(String(a), String(b)),
+      });
+      chartBox.classList.add("has-data");
+    }).catch(fail);
+
+    instantQuery(q, r.end, abort.signal).then((d) => {
+      const rows: [string, string][] = [];
+      switch (d.resultType) {
+        case "vector":
+          for (const s of d.result) rows.push([formatLabels(s.metric), s.value[1]]);
+          break;
+        case "matrix":
+          for (const s of d.result) rows.push([formatLabels(s.metric), s.values.map((v) => v[1]).join(", ")]);
+          break;
+        case "scalar":
+        case "string":
+          rows.push([d.resultType, d.result[1]]);
+      }
+      table.replaceChildren(
+        h("p.muted", null, `${rows.length} result${rows.length === 1 ? "" : "s"} at ${formatTime(r.end)}` + (rows.length > maxRows ? `, first ${maxRows} shown` : "")),
+        h("table.data.results", null,
+          h("thead", null, h("tr", null, h("th", null, "series"), h("th", null, "value"))),
+          h("tbody", null, rows.slice(0, maxRows).map(([l, v]) => {
+            const f = parseFloat(v);
+            return h("tr", null, h("td.labels", null, l), h("td.num", { title: v }, Number.isFinite(f) ? formatValue(f) : v));
+          })),
+        ),
+      );
+    }).catch(fail);
+  } else {
+    table.replaceChildren(h("p.muted", null, "Type a PromQL expression and press Run."));
+  }
+  return {
+    el,
+    destroy() {
+      abort.abort();
+      chart?.destroy();
+    },
+  };
+}

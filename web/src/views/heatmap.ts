@@ -1,0 +1,153 @@
+import { h, type ViewHandle } from "../dom";
+import { BG_RGB, cssRGB, DOWN_RGB, MISSING_RGB, scaleRGB } from "../color";
+import { dequantise, QUANT_DOWN, QUANT_MAX, QUANT_MISSING, type NodeEntry } from "../frame";
+import { formatValue } from "../format";
+import { Heatmap } from "../heatmap";
+import { LiveStream } from "../live";
+import { presets, selected } from "../presets";
+import type { Route } from "../route";
+
+export interface HeatmapDeps {
+  navigate(r: Route): void;
+  expose(stats: object): void;
+}
+
+export function heatmapView(route: Route, deps: HeatmapDeps): ViewHandle {
+  const sel = selected(route.params);
+  const custom = !sel.preset;
+
+  const select = h("select", { "aria-label": "metric" },
+    presets.map((p) => h("option", { value: p.id }, p.label)),
+    h("option", { value: "custom" }, "PromQL…"),
+  );
+  select.value = custom ? "custom" : sel.preset!.id;
+  const input = h("input.expr", { type: "text", spellcheck: "false", placeholder: "PromQL giving one value per node label", value: sel.expr });
+  const apply = () => {
+    const p = new URLSearchParams();
+    const pre = presets.find((x) => x.expr === input.value.trim());
+    if (pre) p.set("m", pre.id);
+    else p.set("expr", input.value.trim());
+    deps.navigate({ view: "heatmap", params: p });
+  };
+  select.addEventListener("change", () => {
+    if (select.value === "custom") {
+      input.focus();
+      input.select();
+      return;
+    }
+    deps.navigate({ view: "heatmap", params: new URLSearchParams({ m: select.value }) });
+  });
+  input.addEventListener("keydown", (e) => e.key === "Enter" && apply());
+
+  const status = h("span.status", null, "connecting…");
+  const err = h("div.error", { hidden: true });
+  const lo = h("span.num"), hi = h("span.num");
+  const bar = h("canvas.scale", { width: 256, height: 1 });
+  const bctx = bar.getContext("2d")!;
+  const imgd = bctx.createImageData(256, 1);
+  for (let c = 0; c < 256; c++) {
+    const [r, g, b] = scaleRGB((c / 255) * QUANT_MAX);
+    imgd.data.set([r, g, b, 255], c * 4);
+  }
+  bctx.putImageData(imgd, 0, 0);
+  const legend = h("div.legend", null,
+    lo, bar, hi,
+    h("span.swatch.down", { title: "up == 0" }), "down",
+    h("span.swatch.missing", { title: "no value for this expression" }), "no data",
+  );
+  const tip = h("div.tooltip", { hidden: true });
+  const wrap = h("div.hm-wrap");
+  const el = h("section.view.heatmap-view", null,
+    h("div.toolbar", null, h("label", null, "Colour by ", select), input, h("button", { onclick: apply }, "Apply"), status),
+    err, legend, wrap, tip,
+  );
+  // Colours of the swatches come from the same constants as the canvas.
+  el.style.setProperty("--down", cssRGB(DOWN_RGB));
+  el.style.setProperty("--missing", cssRGB(MISSING_RGB));
+  el.style.setProperty("--cellbg", cssRGB(BG_RGB));
+
+  let nodes: NodeEntry[] = [];
+  let min = 0, max = 0, lastT = 0, lastSize = 0;
+  let hoverX = 0, hoverY = 0;
+  let pending: Uint8Array | null = null;
+
+  const showTip = (i: number, x: number, y: number) => {
+    hoverX = x;
+    hoverY = y;
+    if (i < 0) {
+      tip.hidden = true;
+      return;
+    }
+    const c = hm.code(i);
+    const v = c === QUANT_DOWN ? "down" : c === QUANT_MISSING ? "no data" : "≈ " + formatValue(dequantise(c, min, max), sel.unit);
+    tip.textContent = `${hm.nodeName(i)}: ${v}`;
+    tip.hidden = false;
+    tip.style.left = x + 14 + "px";
+    tip.style.top = y + 14 + "px";
+  };
+  const hm = new Heatmap(wrap, showTip, (i) => {
+    deps.navigate({ view: "node", node: hm.nodeName(i), params: new URLSearchParams({ from: "now-1h", to: "now" }) });
+  });
+
+  const apply1 = (q: Uint8Array) => {
+    hm.update(q);
+    let down = 0, missing = 0;
+    for (let i = 0; i < q.length; i++) {
+      if (q[i] === QUANT_DOWN) down++;
+      else if (q[i] === QUANT_MISSING) missing++;
+    }
+    status.textContent = `${nodes.length} nodes · ${down} down · ${missing} no data · ${(lastSize / 1024).toFixed(1)} KiB/frame (${(lastSize / Math.max(1, nodes.length)).toFixed(2)} B/node)`;
+    if (hm.hovered() >= 0) showTip(hm.hovered(), hoverX, hoverY);
+  };
+  const onVisible = () => {
+    if (!document.hidden && pending) {
+      apply1(pending);
+      pending = null;
+    }
+  };
+  document.addEventListener("visibilitychange", onVisible);
+
+  const live = new LiveStream(sel.expr, {
+    nodes(n) {
+      nodes = n;
+      hm.setNodes(n);
+    },
+    frame(f, wire) {
+      err.hidden = true;
+      lastT = f.t;
+      lastSize = wire;
+      if (f.min !== min || f.max !== max) {
+        min = f.min;
+        max = f.max;
+        lo.textContent = formatValue(min, sel.unit);
+        hi.textContent = formatValue(max, sel.unit);
+      }
+      // A hidden tab keeps only the latest frame and paints it on return.
+      if (document.hidden) pending = f.q;
+      else apply1(f.q);
+    },
+    error(msg, fatal) {
+      err.textContent = (fatal ? "Query failed: " : "Live update failed, retrying: ") + msg;
+      err.hidden = false;
+    },
+    state(s) {
+      if (s === "live") return;
+      status.textContent = s === "closed" ? "stream closed" : s + "…";
+      if (s === "closed" && err.hidden) {
+        // A refused stream (503: too many viewers) or a server gone for good.
+        err.textContent = "Live stream closed by the server. Reload the page to retry.";
+        err.hidden = false;
+      }
+    },
+  });
+  deps.expose({ heatmap: hm.stats, lastFrame: () => lastT, expr: sel.expr, locate: (n: string) => hm.clientPos(n) });
+
+  return {
+    el,
+    destroy() {
+      live.close();
+      hm.destroy();
+      document.removeEventListener("visibilitychange", onVisible);
+    },
+  };
+}

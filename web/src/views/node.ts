@@ -1,0 +1,154 @@
+import type uPlot from "uplot";
+import { makeChart } from "../chart";
+import { h, promString, type ViewHandle } from "../dom";
+import { formatLabels, formatValue, type Unit } from "../format";
+import { instantQuery, rangeQuery, type Labels, type MatrixSeries } from "../prom";
+import { stepFor, timeRange, type Route } from "../route";
+import { alignSeries } from "../series";
+import { timePicker } from "./timepicker";
+
+interface Panel {
+  title: string;
+  unit: Unit;
+  queries: { expr: (sel: string, w: string) => string; label: (m: Labels) => string }[];
+  stepped?: boolean;
+  yRange?: [number, number];
+}
+
+const panels: Panel[] = [
+  { title: "CPU by mode", unit: "fraction", queries: [
+    { expr: (s, w) => `avg by (mode)(rate(node_cpu_seconds_total{${s},mode!="idle"}[${w}]))`, label: (m) => m.mode ?? "cpu" },
+  ] },
+  { title: "Memory", unit: "bytes", queries: [
+    { expr: (s) => `node_memory_MemTotal_bytes{${s}} - node_memory_MemAvailable_bytes{${s}}`, label: () => "used" },
+    { expr: (s) => `node_memory_MemTotal_bytes{${s}}`, label: () => "total" },
+  ] },
+  { title: "Load", unit: "none", queries: [
+    { expr: (s) => `{__name__=~"node_load(1|5|15)",${s}}`, label: (m) => (m.__name__ ?? "load").replace("node_", "") },
+  ] },
+  { title: "Network", unit: "bytes/s", queries: [
+    { expr: (s, w) => `rate(node_network_receive_bytes_total{${s},device!="lo"}[${w}])`, label: (m) => "rx " + (m.device ?? "") },
+    { expr: (s, w) => `rate(node_network_transmit_bytes_total{${s},device!="lo"}[${w}])`, label: (m) => "tx " + (m.device ?? "") },
+  ] },
+  { title: "Disk", unit: "bytes/s", queries: [
+    { expr: (s, w) => `rate(node_disk_read_bytes_total{${s}}[${w}])`, label: (m) => "read " + (m.device ?? "") },
+    { expr: (s, w) => `rate(node_disk_written_bytes_total{${s}}[${w}])`, label: (m) => "write " + (m.device ?? "") },
+  ] },
+  { title: "Up", unit: "none", stepped: true, yRange: [0, 1.05], queries: [
+    { expr: (s) => `up{${s}}`, label: () => "up" },
+  ] },
+];
+
+export function nodeView(route: Route, navigate: (r: Route) => void): ViewHandle {
+  const node = route.node!;
+  const sel = `node=${promString(node)}`;
+  const r = timeRange(route.params, Date.now());
+  const step = stepFor(r);
+  const win = Math.max(4 * step, 30) + "s";
+  const abort = new AbortController();
+  const charts: uPlot[] = [];
+
+  const pick = (from: string, to: string) => {
+    const p = new URLSearchParams(route.params);
+    p.set("from", from);
+    p.set("to", to);
+    navigate({ view: "node", node, params: p });
+  };
+  const badge = h("span.badge", null, "…");
+  const grid = h("div.charts");
+  const procs = h("div.procs", null, "loading…");
+  const el = h("section.view.node-view", null,
+    h("div.toolbar", null,
+      h("a", { href: "#/heatmap" }, "← heatmap"),
+      h("h2", null, node), badge, timePicker(route.params, r, pick)),
+    grid,
+    h("h3", null, "Top processes"), procs,
+  );
+
+  for (const p of panels) {
+    const box = h("div.chart", { "data-title": p.title }, h("div.chart-title", null, p.title), h("div.chart-msg", null, "loading…"));
+    grid.append(box);
+    Promise.all(p.queries.map(async (q) => {
+      const res = await rangeQuery(q.expr(sel, win), r.start, r.end, step, abort.signal);
+      return res.map((s) => ({ s, label: q.label(s.metric) }));
+    })).then((parts) => {
+      const all = parts.flat().sort((a, b) => a.label.localeCompare(b.label, undefined, { numeric: true }));
+      box.replaceChildren();
+      if (all.length === 0) {
+        box.append(h("div.chart-title", null, p.title), h("div.chart-msg", null, "no data in this range"));
+        return;
+      }
+      const data = alignSeries(all.map((x) => x.s as MatrixSeries));
+      charts.push(makeChart(box, {
+        title: p.title, unit: p.unit, labels: all.map((x) => x.label), data, stepped: p.stepped, yRange: p.yRange,
+        syncKey: "node", onZoom: (a, b) => pick(String(a), String(b)),
+      }));
+      box.classList.add("has-data");
+    }).catch((e: Error) => {
+      if (e.name === "AbortError") return;
+      box.replaceChildren(h("div.chart-title", null, p.title), h("div.chart-msg.error", null, e.message));
+    });
+  }
+
+  instantQuery(`up{${sel}}`, r.end, abort.signal).then((d) => {
+    const v = d.resultType === "vector" && d.result[0] ? parseFloat(d.result[0].value[1]) : NaN;
+    badge.textContent = Number.isNaN(v) ? "unknown" : v >= 1 ? "up" : "down";
+    badge.className = "badge " + (Number.isNaN(v) ? "" : v >= 1 ? "up" : "down");
+  }).catch(() => (badge.textContent = "unknown"));
+
+  loadProcesses(sel, r.end, abort.signal).then((t) => procs.replaceChildren(t)).catch((e: Error) => {
+    if (e.name !== "AbortError") procs.replaceChildren(h("span.error", null, e.message));
+  });
+
+  return {
+    el,
+    destroy() {
+      abort.abort();
+      charts.forEach((c) => c.destroy());
+    },
+  };
+}
+
+// loadProcesses pivots vigil_process_* series into one row per process;
+// counters (_total) also get a per-second rate column.
+async function loadProcesses(sel: string, t: number, signal: AbortSignal): Promise<HTMLElement> {
+  const d = await instantQuery(`{__name__=~"vigil_process_.+",${sel}}`, t, signal);
+  if (d.resultType !== "vector" || d.result.length === 0) return h("p.muted", null, "no process data for this node");
+  const key = (m: Labels) => `${m.pid ?? ""}\u0000${m.user ?? ""}\u0000${m.command ?? ""}`;
+  const rows = new Map<string, { m: Labels; v: Record<string, number> }>();
+  const cols = new Set<string>();
+  for (const s of d.result) {
+    const name = (s.metric.__name__ ?? "").replace(/^vigil_process_/, "");
+    cols.add(name);
+    const k = key(s.metric);
+    if (!rows.has(k)) rows.set(k, { m: s.metric, v: {} });
+    rows.get(k)!.v[name] = parseFloat(s.value[1]);
+  }
+  const counters = [...cols].filter((c) => c.endsWith("_total"));
+  // rate() drops the metric name, so each counter is its own query.
+  await Promise.all(counters.map(async (c) => {
+    const rd = await instantQuery(`rate(vigil_process_${c}{${sel}}[1m])`, t, signal);
+    if (rd.resultType !== "vector") return;
+    const rc = c.replace(/_total$/, "") + " /s";
+    cols.add(rc);
+    for (const s of rd.result) {
+      const row = rows.get(key(s.metric));
+      if (row) row.v[rc] = parseFloat(s.value[1]);
+    }
+  }));
+  const colList = [...cols].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
+  const sortCol = colList.find((c) => c.includes("cpu") && c.endsWith("/s")) ?? colList.find((c) => c.includes("cpu")) ?? colList[0];
+  const list = [...rows.values()].sort((a, b) => (b.v[sortCol] ?? -Infinity) - (a.v[sortCol] ?? -Infinity)).slice(0, 25);
+  const unit = (c: string): Unit => (c.includes("bytes") ? (c.endsWith("/s") ? "bytes/s" : "bytes") : "none");
+  return h("table.data", null,
+    h("thead", null, h("tr", null, h("th", null, "pid"), h("th", null, "user"), h("th", null, "command"),
+      colList.map((c) => h("th", { class: c === sortCol ? "sorted" : "" }, c)))),
+    h("tbody", null, list.map((row) => h("tr", null,
+      h("td", null, row.m.pid ?? ""), h("td", null, row.m.user ?? ""), h("td.cmd", { title: formatLabels(row.m) }, row.m.command ?? ""),
+      colList.map((c) => h("td.num", null, formatValue(row.v[c], unit(c))))))),
+  );
+}
+
+function rank(c: string): number {
+  return c.endsWith("/s") ? 0 : c.endsWith("_total") ? 2 : 1;
+}

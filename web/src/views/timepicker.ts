@@ -1,0 +1,27 @@
+import { h } from "../dom";
+import { formatTime } from "../format";
+import type { TimeRange } from "../route";
+
+export const rangeChoices = ["now-15m", "now-1h", "now-6h", "now-24h", "now-7d"];
+
+// timePicker offers relative ranges; an absolute (zoomed) range shows as its
+// own entry. onPick receives from/to strings for the URL.
+export function timePicker(p: URLSearchParams, r: TimeRange, onPick: (from: string, to: string) => void): HTMLElement {
+  const from = p.get("from") ?? "now-1h";
+  const to = p.get("to") ?? "now";
+  const sel = h("select", { "aria-label": "time range" },
+    rangeChoices.map((c) => h("option", { value: c }, "last " + c.slice(4))),
+  );
+  const relative = to === "now" && rangeChoices.includes(from);
+  if (!relative) {
+    sel.append(h("option", { value: "custom" }, `${formatTime(r.start)} → ${formatTime(r.end)}`));
+    sel.value = "custom";
+  } else sel.value = from;
+  sel.addEventListener("change", () => sel.value !== "custom" && onPick(sel.value, "now"));
+  const back = h("button", { title: "zoom out ×2", onclick: () => {
+    const span = r.end - r.start;
+    const end = Math.min(Date.now(), r.end + span / 2);
+    onPick(String(Math.round(end - 2 * span)), String(Math.round(end)));
+  } }, "zoom out");
+  return h("span.timepicker", null, sel, back, h("span.hint", null, "drag on a chart to zoom"));
+}

@@ -1,0 +1,125 @@
+// Browser end-to-end test of the dashboard. Usage: node test/e2e.mjs URL [SCREENSHOT_DIR]
+// Run by TestBrowserE2E in internal/web against a fake cluster of 300 nodes.
+import { mkdir } from "node:fs/promises";
+import path from "node:path";
+import { launch, check } from "./browser.mjs";
+
+const base = process.argv[2];
+const shots = process.argv[3] ?? "build/screenshots";
+if (!base) {
+  console.error("usage: node test/e2e.mjs URL [SCREENSHOT_DIR]");
+  process.exit(2);
+}
+await mkdir(shots, { recursive: true });
+const { page, close } = await launch();
+const errors = [];
+page.on("pageerror", (e) => errors.push(String(e)));
+page.on("console", (m) => m.type() === "error" && !/Failed to load resource/.test(m.text()) && errors.push(m.text()));
+const shot = (name, fullPage = false) => page.screenshot({ path: path.join(shots, name), fullPage });
+
+try {
+  // 1. Heatmap fills from the live stream.
+  await page.goto(base + "/#/heatmap?m=cpu");
+  await page.waitForFunction(() => window.__vigil?.heatmap?.frames >= 2 && window.__vigil.heatmap.valued > 0, null, { timeout: 15000 });
+  const hm = await page.evaluate(() => window.__vigil.heatmap);
+  check(hm.nodes === 300, `heatmap has 300 nodes (got ${hm.nodes})`);
+  // 300 nodes: 8 down (every 37th), 5 without value (every 53rd, one of them... none overlap below 300).
+  check(hm.valued === 300 - 8 - 5, `cells with a value = 287 (got ${hm.valued})`);
+  const px = await page.evaluate(() => {
+    const c = document.querySelector(".hm-wrap canvas");
+    const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+    const colours = new Set();
+    let down = 0, grey = 0;
+    for (let i = 0; i < d.length; i += 4) {
+      colours.add((d[i] << 16) | (d[i + 1] << 8) | d[i + 2]);
+      if (d[i] === 214 && d[i + 1] === 48 && d[i + 2] === 49) down++;
+      if (d[i] === 88 && d[i + 1] === 88 && d[i + 2] === 96) grey++;
+    }
+    return { colours: colours.size, down, grey };
+  });
+  check(px.colours > 20, `canvas shows a range of colours (${px.colours} distinct)`);
+  check(px.down > 0 && px.grey > 0, `down (hatched red) and missing (grey) cells are drawn (${px.down}, ${px.grey} px)`);
+  const legend = await page.textContent(".legend");
+  check(/%/.test(legend), `legend shows the scale in percent: "${legend.trim()}"`);
+
+  // 2. Hover shows name and value.
+  const pos = await page.evaluate(() => window.__vigil.locate("cn00002"));
+  await page.mouse.move(pos.x, pos.y);
+  await page.waitForSelector(".tooltip:not([hidden])");
+  const tip = await page.textContent(".tooltip");
+  check(/^cn00002: ≈ \d/.test(tip), `tooltip names the node with its value: "${tip}"`);
+  const downPos = await page.evaluate(() => window.__vigil.locate("cn00037"));
+  await page.mouse.move(downPos.x, downPos.y);
+  await page.waitForFunction(() => document.querySelector(".tooltip").textContent.startsWith("cn00037"));
+  check((await page.textContent(".tooltip")) === "cn00037: down", "a down node says down");
+  await shot("heatmap.png");
+
+  // 3. Another preset re-streams; the URL carries it.
+  await page.selectOption("select[aria-label=metric]", "mem");
+  await page.waitForFunction(() => location.hash === "#/heatmap?m=mem" && window.__vigil?.heatmap?.frames >= 1);
+  check(true, "switching preset updates the URL and the stream");
+
+  // 4. A bad expression gives a clear error, no frames.
+  await page.goto(base + "/#/heatmap?expr=" + encodeURIComponent("rate(node_load1"));
+  await page.waitForSelector(".heatmap-view .error:not([hidden])");
+  const err = await page.textContent(".heatmap-view .error");
+  check(/Query failed: .*parse error/.test(err), `bad expression shows the error: "${err}"`);
+
+  // 5. Click a node: node view with charts and processes.
+  await page.goto(base + "/#/heatmap?m=load1");
+  await page.waitForFunction(() => window.__vigil?.heatmap?.frames >= 1);
+  const p2 = await page.evaluate(() => window.__vigil.locate("cn00010"));
+  await page.mouse.click(p2.x, p2.y);
+  await page.waitForFunction(() => location.hash.startsWith("#/node/cn00010"));
+  await page.waitForFunction(() => document.querySelectorAll(".chart.has-data canvas").length >= 6, null, { timeout: 15000 });
+  const titles = await page.$$eval(".chart.has-data .u-title", (l) => l.map((e) => e.textContent));
+  check(titles.join(",") === "CPU by mode,Memory,Load,Network,Disk,Up", `node view charts: ${titles.join(", ")}`);
+  const legendText = await page.$$eval(".chart.has-data .u-legend", (l) => l.map((e) => e.textContent).join(" "));
+  check(/user/.test(legendText) && /rx eth0/.test(legendText) && /load15/.test(legendText), "chart legends name modes, devices and load series");
+  await page.waitForSelector(".procs table");
+  const procRows = await page.$$eval(".procs tbody tr", (l) => l.map((r) => r.textContent));
+  check(procRows.length === 6 && procRows[0].includes("lmp_mpi"), `top processes table, busiest first (${procRows.length} rows)`);
+  check((await page.textContent(".badge")) === "up", "node badge says up");
+  await shot("node.png", true);
+
+  // 6. Drag to zoom: absolute range lands in the URL and charts reload.
+  const box = await page.locator(".chart.has-data .u-over").first().boundingBox();
+  await page.mouse.move(box.x + box.width * 0.3, box.y + box.height / 2);
+  await page.mouse.down();
+  await page.mouse.move(box.x + box.width * 0.6, box.y + box.height / 2, { steps: 5 });
+  await page.mouse.up();
+  await page.waitForFunction(() => /from=\d+&to=\d+/.test(location.hash));
+  await page.waitForFunction(() => document.querySelectorAll(".chart.has-data canvas").length >= 6);
+  check(true, "drag-zoom puts an absolute range in the URL: " + (await page.evaluate(() => location.hash)));
+
+  // 7. Explore: type a query, see chart and table.
+  await page.click("nav a[href='#/explore']");
+  await page.fill("textarea.promql", "node_load1");
+  await page.click("button.run");
+  await page.waitForSelector("table.results tbody tr");
+  await page.waitForSelector(".explore-view .chart.has-data canvas");
+  const rows = await page.$$eval("table.results tbody tr", (l) => l.length);
+  check(rows === 295, `explore table lists every node with a value (${rows})`);
+  check((await page.evaluate(() => location.hash)).includes("q=node_load1"), "explore query is in the URL");
+  await shot("explore.png");
+  await page.fill("textarea.promql", "sum(rate(x[1m])");
+  await page.click("button.run");
+  await page.waitForSelector(".explore-view .error:not([hidden])");
+  check(/parse error/.test(await page.textContent(".explore-view .error")), "explore shows query errors");
+
+  // 8. Tree view.
+  await page.click("nav a[href='#/tree']");
+  await page.waitForSelector(".tnode");
+  const tree = await page.textContent(".tree");
+  check(/agg-b/.test(tree) && /drops=1742/.test(tree) && /1\/2 children up/.test(tree), "tree shows aggregators, children up, lag and drops");
+  await shot("tree.png");
+
+  check(errors.length === 0, "no page errors" + (errors.length ? ": " + errors.join("; ") : ""));
+  console.log("e2e passed");
+} catch (e) {
+  await shot("failure.png").catch(() => {});
+  console.error(e);
+  process.exitCode = 1;
+} finally {
+  await close();
+}
