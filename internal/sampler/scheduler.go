@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"runtime/debug"
 	"sync"
@@ -231,4 +232,20 @@ func (s *Scheduler) View(fn func(batches []*metric.Batch)) {
 		}
 	}()
 	fn(bs)
+}
+
+// Close releases what plugins hold (open files, worker goroutines) for
+// those that implement io.Closer. Call it after Run has returned.
+func (s *Scheduler) Close() error {
+	var errs []error
+	for _, g := range s.groups {
+		for _, m := range g.members {
+			if c, ok := m.inst.Plugin.(io.Closer); ok {
+				if err := c.Close(); err != nil {
+					errs = append(errs, fmt.Errorf("close plugin %s: %w", m.inst.Name, err))
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -1,0 +1,6 @@
+package netdev
+
+import "github.com/vigil-hpc/vigil/internal/sampler"
+
+// CachedDevices reports the size of the per-interface cache.
+func CachedDevices(p sampler.Plugin) int { return len(p.(*Netdev).devices) }

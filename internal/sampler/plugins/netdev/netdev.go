@@ -1,0 +1,263 @@
+// Package netdev samples /proc/net/dev (node_exporter's netdev collector,
+// /proc variant): sixteen counters per network interface.
+package netdev
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/vigil-hpc/vigil/internal/kernfs"
+	"github.com/vigil-hpc/vigil/internal/metric"
+	"github.com/vigil-hpc/vigil/internal/sampler"
+)
+
+//go:embed sample.toml
+var sampleConfig string
+
+func init() {
+	sampler.Register(sampler.Registration{
+		Name:         "netdev",
+		Description:  "network interface counters from /proc/net/dev",
+		Default:      true,
+		NewConfig:    func() sampler.Configurable { return &Config{MaxDevices: 1024} },
+		New:          func(c sampler.Configurable) sampler.Plugin { return &Netdev{cfg: *c.(*Config)} },
+		SampleConfig: sampleConfig,
+	})
+}
+
+// Config is the [plugins.netdev] table.
+type Config struct {
+	sampler.Common
+	// DeviceInclude keeps only interfaces matching one of these globs.
+	DeviceInclude []string `toml:"device_include"`
+	// DeviceExclude drops interfaces matching one of these globs.
+	DeviceExclude []string `toml:"device_exclude"`
+	// MaxDevices bounds the per-interface cache.
+	MaxDevices int `toml:"max_devices"`
+}
+
+// Validate checks the glob patterns and the cache bound.
+func (c *Config) Validate() error {
+	for _, list := range [2][]string{c.DeviceInclude, c.DeviceExclude} {
+		for _, p := range list {
+			if _, err := path.Match(p, ""); err != nil {
+				return fmt.Errorf("device pattern %q: %w", p, err)
+			}
+		}
+	}
+	if c.MaxDevices < 1 {
+		return fmt.Errorf("max_devices must be at least 1, got %d", c.MaxDevices)
+	}
+	return nil
+}
+
+// NumCols is the number of counters per interface in /proc/net/dev.
+const NumCols = 16
+
+// colNames are the /proc/net/dev header columns, receive then transmit;
+// node_exporter names its metrics after them.
+var colNames = [NumCols]string{
+	"receive_bytes", "receive_packets", "receive_errs", "receive_drop",
+	"receive_fifo", "receive_frame", "receive_compressed", "receive_multicast",
+	"transmit_bytes", "transmit_packets", "transmit_errs", "transmit_drop",
+	"transmit_fifo", "transmit_colls", "transmit_carrier", "transmit_compressed",
+}
+
+// forgetAfter is how many ticks an interface may be absent before its
+// descriptors are dropped: long enough to survive a link flap without
+// re-creating series, short enough that container veths do not pile up.
+const forgetAfter = 64
+
+type device struct {
+	skip     bool // filtered out by the config
+	lastSeen uint64
+	descs    [NumCols]*metric.Desc
+}
+
+// Netdev is the netdev plugin.
+type Netdev struct {
+	cfg     Config
+	file    *kernfs.File
+	devices map[string]*device
+	tick    uint64
+}
+
+// Init validates the config and resolves the file under the root.
+func (n *Netdev) Init(env sampler.Env) error {
+	if err := n.cfg.Validate(); err != nil {
+		return err
+	}
+	n.file = kernfs.NewFile(env.FS.Path("proc", "net", "dev"), 8192)
+	n.devices = make(map[string]*device)
+	return nil
+}
+
+// Sample reads /proc/net/dev once and appends 16 counters per interface.
+func (n *Netdev) Sample(_ context.Context, _ time.Time, b *metric.Batch) error {
+	data, err := n.file.Read()
+	if err != nil {
+		return err
+	}
+	n.tick++
+	err = Parse(data, func(name []byte, v [NumCols]uint64) {
+		d := n.device(name)
+		if d.skip {
+			return
+		}
+		for i, desc := range d.descs {
+			b.Add(desc, float64(v[i]))
+		}
+	})
+	n.forget()
+	if err != nil {
+		return fmt.Errorf("%s: %w", n.file.Path(), err)
+	}
+	return nil
+}
+
+// device returns the cached entry for name, creating it (and deciding the
+// filter once) on first sight.
+func (n *Netdev) device(name []byte) *device {
+	if d, ok := n.devices[string(name)]; ok {
+		d.lastSeen = n.tick
+		return d
+	}
+	if len(n.devices) >= n.cfg.MaxDevices {
+		n.evictOldest()
+	}
+	s := string(name)
+	d := &device{lastSeen: n.tick, skip: !n.keep(s)}
+	if !d.skip {
+		for i, c := range colNames {
+			d.descs[i] = metric.NewDesc("node_network_"+c+"_total",
+				"Network device statistic "+c+".", metric.Counter, "device", s)
+		}
+	}
+	n.devices[s] = d
+	return d
+}
+
+func (n *Netdev) keep(name string) bool {
+	if len(n.cfg.DeviceInclude) > 0 && !matchAny(n.cfg.DeviceInclude, name) {
+		return false
+	}
+	return !matchAny(n.cfg.DeviceExclude, name)
+}
+
+func matchAny(patterns []string, name string) bool {
+	for _, p := range patterns {
+		if ok, _ := path.Match(p, name); ok { // patterns were validated in Init
+			return true
+		}
+	}
+	return false
+}
+
+func (n *Netdev) forget() {
+	if n.tick%forgetAfter != 0 {
+		return
+	}
+	for name, d := range n.devices {
+		if n.tick-d.lastSeen >= forgetAfter {
+			delete(n.devices, name)
+		}
+	}
+}
+
+func (n *Netdev) evictOldest() {
+	var oldest string
+	oldestSeen := ^uint64(0)
+	for name, d := range n.devices {
+		if d.lastSeen < oldestSeen {
+			oldest, oldestSeen = name, d.lastSeen
+		}
+	}
+	delete(n.devices, oldest)
+}
+
+// ErrFormat is wrapped by every parse error.
+var ErrFormat = errors.New("unexpected /proc/net/dev format")
+
+// Parse scans /proc/net/dev content in place and calls fn for every
+// interface with its 16 counters. name is only valid during fn.
+// Parsing stops at the first malformed line.
+func Parse(data []byte, fn func(name []byte, v [NumCols]uint64)) error {
+	_, rest := kernfs.NextLine(data) // "Inter-|   Receive ... |  Transmit"
+	hdr, rest := kernfs.NextLine(rest)
+	if err := checkHeader(hdr); err != nil {
+		return err
+	}
+	var v [NumCols]uint64
+	for lineNo := 3; len(rest) > 0; lineNo++ {
+		var line []byte
+		line, rest = kernfs.NextLine(rest)
+		if len(kernfs.TrimSpace(line)) == 0 {
+			continue
+		}
+		name, vals, ok := kernfs.Cut(line, ':')
+		name = kernfs.TrimSpace(name)
+		if !ok || len(name) == 0 {
+			return fmt.Errorf("%w: line %d: no \"interface:\" prefix", ErrFormat, lineNo)
+		}
+		for i := range v {
+			var f []byte
+			f, vals = kernfs.NextField(vals)
+			if len(f) == 0 {
+				return fmt.Errorf("%w: line %d (%q): %d counters, want %d", ErrFormat, lineNo, name, i, NumCols)
+			}
+			x, err := kernfs.ParseUint(f)
+			if err != nil {
+				return fmt.Errorf("%w: line %d (%q): counter %s %q: %w", ErrFormat, lineNo, name, colNames[i], f, err)
+			}
+			v[i] = x
+		}
+		if f, _ := kernfs.NextField(vals); len(f) > 0 {
+			return fmt.Errorf("%w: line %d (%q): more than %d counters", ErrFormat, lineNo, name, NumCols)
+		}
+		fn(name, v)
+	}
+	return nil
+}
+
+// checkHeader verifies the column names of the second header line, so a
+// kernel that changes the layout gives an error instead of wrong numbers.
+func checkHeader(hdr []byte) error {
+	_, cols, ok := kernfs.Cut(hdr, '|')
+	if !ok {
+		return fmt.Errorf("%w: header %q", ErrFormat, hdr)
+	}
+	rx, tx, ok := kernfs.Cut(cols, '|')
+	if !ok {
+		return fmt.Errorf("%w: header %q", ErrFormat, hdr)
+	}
+	for p, part := range [2][]byte{rx, tx} {
+		want := colNames[p*NumCols/2 : (p+1)*NumCols/2]
+		i := 0
+		for {
+			var f []byte
+			f, part = kernfs.NextField(part)
+			if len(f) == 0 {
+				break
+			}
+			if i >= len(want) {
+				return fmt.Errorf("%w: header has more than %d %s columns", ErrFormat, len(want), direction[p])
+			}
+			// colNames are "receive_bytes" etc.; the header says "bytes".
+			if _, col, _ := strings.Cut(want[i], "_"); col != string(f) {
+				return fmt.Errorf("%w: header %s column %d is %q, want %q", ErrFormat, direction[p], i+1, f, col)
+			}
+			i++
+		}
+		if i != len(want) {
+			return fmt.Errorf("%w: header has %d %s columns, want %d", ErrFormat, i, direction[p], len(want))
+		}
+	}
+	return nil
+}
+
+var direction = [2]string{"receive", "transmit"}

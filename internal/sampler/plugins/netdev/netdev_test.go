@@ -1,0 +1,263 @@
+package netdev_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vigil-hpc/vigil/internal/config"
+	"github.com/vigil-hpc/vigil/internal/kernfs"
+	"github.com/vigil-hpc/vigil/internal/metric"
+	"github.com/vigil-hpc/vigil/internal/sampler"
+	"github.com/vigil-hpc/vigil/internal/sampler/plugins/netdev"
+	"github.com/vigil-hpc/vigil/internal/testutil"
+)
+
+func TestFixtures(t *testing.T) { testutil.FixtureCases(t, "netdev", nil) }
+
+func TestFilter(t *testing.T) {
+	cfg := func() sampler.Configurable {
+		reg, _ := sampler.Lookup("netdev")
+		c := reg.NewConfig().(*netdev.Config)
+		c.DeviceInclude = []string{"e*", "ib?", "lo", "veth*"}
+		c.DeviceExclude = []string{"lo", "veth*"}
+		return c
+	}
+	p, _ := testutil.NewPlugin(t, "netdev", "testdata/basic", cfg())
+	var b metric.Batch
+	if err := p.Sample(context.Background(), time.Unix(1700000000, 0), &b); err != nil {
+		t.Fatal(err)
+	}
+	devs := map[string]int{}
+	for _, s := range b.Samples {
+		devs[s.Desc.Labels[0].Value]++
+	}
+	want := map[string]int{"eno1": netdev.NumCols, "ib0": netdev.NumCols}
+	if fmt.Sprint(devs) != fmt.Sprint(want) {
+		t.Errorf("series per device = %v, want %v", devs, want)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		cfg     netdev.Config
+		wantErr string
+	}{
+		{cfg: netdev.Config{MaxDevices: 1, DeviceInclude: []string{"eth*"}, DeviceExclude: []string{"veth[0-9]*"}}},
+		{cfg: netdev.Config{MaxDevices: 1, DeviceExclude: []string{"veth[0-9"}}, wantErr: `"veth[0-9"`},
+		{cfg: netdev.Config{MaxDevices: 1, DeviceInclude: []string{`eth\`}}, wantErr: `"eth\\"`},
+		{cfg: netdev.Config{MaxDevices: 0}, wantErr: "max_devices"},
+	} {
+		err := tc.cfg.Validate()
+		if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("Validate(%+v) = %v, want error containing %q", tc.cfg, err, tc.wantErr)
+		}
+	}
+}
+
+func TestSampleErrors(t *testing.T) {
+	for _, tc := range []struct{ root, want string }{
+		{"testdata/truncated", "testdata/truncated/proc/net/dev: unexpected /proc/net/dev format: line 5 (\"eno1\"): 7 counters, want 16"},
+		{"testdata/missing", "no such file"},
+	} {
+		p, _ := testutil.NewPlugin(t, "netdev", tc.root, nil)
+		var b metric.Batch
+		err := p.Sample(context.Background(), time.Unix(1700000000, 0), &b)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want it to contain %q", tc.root, err, tc.want)
+		}
+	}
+}
+
+// TestDeviceChurn checks that interfaces that disappear are forgotten and
+// that the cache never exceeds max_devices.
+func TestDeviceChurn(t *testing.T) {
+	root := t.TempDir()
+	reg, _ := sampler.Lookup("netdev")
+	cfg := reg.NewConfig().(*netdev.Config)
+	cfg.MaxDevices = 8
+	p, _ := testutil.NewPlugin(t, "netdev", root, cfg)
+	fs := kernfs.NewFS(root)
+	write := func(devs ...string) {
+		t.Helper()
+		var sb strings.Builder
+		sb.WriteString(header)
+		for _, d := range devs {
+			fmt.Fprintf(&sb, "%s: 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n", d)
+		}
+		writeFile(t, fs.Path("proc", "net", "dev"), sb.String())
+	}
+	var b metric.Batch
+	now := time.Unix(1700000000, 0)
+	for i := range 200 {
+		write("eth0", fmt.Sprintf("veth%d", i))
+		b.Reset(now)
+		if err := p.Sample(context.Background(), now, &b); err != nil {
+			t.Fatal(err)
+		}
+		if b.Len() != 2*netdev.NumCols {
+			t.Fatalf("tick %d: %d samples, want %d", i, b.Len(), 2*netdev.NumCols)
+		}
+		if n := netdev.CachedDevices(p); n > cfg.MaxDevices {
+			t.Fatalf("tick %d: %d cached devices, bound is %d", i, n, cfg.MaxDevices)
+		}
+	}
+	// eth0 was seen every tick and must have kept its descriptors.
+	first := b.Samples[0].Desc
+	b.Reset(now)
+	write("eth0")
+	if err := p.Sample(context.Background(), now, &b); err != nil {
+		t.Fatal(err)
+	}
+	if b.Samples[0].Desc != first {
+		t.Errorf("eth0 descriptor was re-created")
+	}
+}
+
+const header = "Inter-|   Receive                                                |  Transmit\n" +
+	" face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n"
+
+func TestParse(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     string // "dev=v0,v1,...;" per interface
+		wantErr  string
+	}{
+		{name: "empty table", in: header},
+		{name: "one", in: header + "  eth0: 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n",
+			want: "eth0=1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16;"},
+		{name: "no blank after colon and no final newline", in: header + "eth0:1 0 0 0 0 0 0 0 2 0 0 0 0 0 0 0",
+			want: "eth0=1,0,0,0,0,0,0,0,2,0,0,0,0,0,0,0;"},
+		{name: "max uint64", in: header + "x: 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
+			want: "x=18446744073709551615,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0;"},
+		{name: "blank lines skipped", in: header + "\n a: 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 1\n\n",
+			want: "a=0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,1;"},
+		{name: "empty file", in: "", wantErr: "header"},
+		{name: "one header line", in: "Inter-|   Receive |  Transmit\n", wantErr: "header"},
+		{name: "wrong column", in: strings.Replace(header, "colls", "collisions", 1), wantErr: `transmit column 6 is "collisions"`},
+		{name: "extra column", in: strings.Replace(header, "multicast|", "multicast extra|", 1), wantErr: "more than 8 receive columns"},
+		{name: "missing column", in: strings.Replace(header, " carrier", "", 1), wantErr: `transmit column 7 is "compressed"`},
+		{name: "no colon", in: header + "eth0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n", wantErr: "line 3: no \"interface:\""},
+		{name: "empty name", in: header + " : 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n", wantErr: "line 3"},
+		{name: "short line", in: header + "eth0: 1 2 3\n", wantErr: "3 counters, want 16"},
+		{name: "long line", in: header + "eth0: 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17\n", wantErr: "more than 16"},
+		{name: "negative", in: header + "eth0: 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 -16\n", wantErr: `transmit_compressed "-16"`},
+		{name: "overflow", in: header + "eth0: 18446744073709551616 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n", wantErr: "receive_bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var sb strings.Builder
+			err := netdev.Parse([]byte(tc.in), func(name []byte, v [netdev.NumCols]uint64) {
+				sb.Write(name)
+				sb.WriteByte('=')
+				for i, x := range v {
+					if i > 0 {
+						sb.WriteByte(',')
+					}
+					fmt.Fprint(&sb, x)
+				}
+				sb.WriteByte(';')
+			})
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !errors.Is(err, netdev.ErrFormat) {
+					t.Fatalf("err = %v, want ErrFormat containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sb.String() != tc.want {
+				t.Errorf("got %q, want %q", sb.String(), tc.want)
+			}
+		})
+	}
+}
+
+func TestZeroAllocs(t *testing.T) {
+	if testutil.RaceEnabled {
+		t.Skip("allocation counts are not meaningful under -race")
+	}
+	p, _ := testutil.NewPlugin(t, "netdev", "testdata/basic", nil)
+	if n := testutil.AllocsPerTick(t, p); n != 0 {
+		t.Errorf("allocs per tick = %v, want 0", n)
+	}
+}
+
+func BenchmarkSample(b *testing.B) {
+	for _, n := range []int{4, 64, 512} {
+		b.Run(fmt.Sprintf("devices=%d", n), func(b *testing.B) {
+			root := b.TempDir()
+			var sb strings.Builder
+			sb.WriteString(header)
+			for i := range n {
+				fmt.Fprintf(&sb, "veth%04d: 123456789 98765 0 0 0 0 0 12 987654321 87654 0 1 0 0 0 0\n", i)
+			}
+			writeFile(b, kernfs.NewFS(root).Path("proc", "net", "dev"), sb.String())
+			p, _ := testutil.NewPlugin(b, "netdev", root, nil)
+			var batch metric.Batch
+			ctx := context.Background()
+			now := time.Unix(1700000000, 0)
+			// The first tick creates descriptors (and workers): not steady state.
+			if err := p.Sample(ctx, now, &batch); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				batch.Reset(now)
+				if err := p.Sample(ctx, now, &batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(header + "  eth0: 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n"))
+	f.Add([]byte(header + "eth0:1 2\n"))
+	f.Add([]byte("a|b|c\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		n := 0
+		err := netdev.Parse(data, func(name []byte, v [netdev.NumCols]uint64) {
+			if len(name) == 0 {
+				t.Fatalf("empty interface name from %q", data)
+			}
+			n++
+		})
+		if err != nil && !errors.Is(err, netdev.ErrFormat) {
+			t.Fatalf("error %v does not wrap ErrFormat", err)
+		}
+	})
+}
+
+func writeFile(t testing.TB, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestConfigFile checks the [plugins.netdev] table end to end through the
+// strict config decoder.
+func TestConfigFile(t *testing.T) {
+	f, err := config.Parse("vigil.toml", []byte("[plugins.netdev]\ndevice_include = [\"eth*\"]\ndevice_exclude = [\"eth9\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.Plugins["netdev"].(*netdev.Config)
+	if fmt.Sprint(c.DeviceInclude, c.DeviceExclude, c.MaxDevices) != "[eth*] [eth9] 1024" {
+		t.Errorf("decoded %+v", c)
+	}
+	_, err = config.Parse("vigil.toml", []byte("[plugins.netdev]\ndevice_exclude = [\"eth[\"]\n"))
+	if err == nil || !strings.Contains(err.Error(), `vigil.toml:1: plugins.netdev: device pattern "eth["`) {
+		t.Errorf("bad glob: err = %v", err)
+	}
+}
