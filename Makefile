@@ -1,5 +1,6 @@
 # Vigil build, test and benchmark entry points. `make help` lists them.
 GO        ?= go
+export CGO_ENABLED ?= 0
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS   := -s -w -X github.com/vigil-hpc/vigil/internal/buildinfo.Version=$(VERSION) \

@@ -47,105 +47,103 @@ type result struct {
 }
 
 func run(vigilBin, neBin, plugins, root string, d, iv time.Duration) error {
-	var res []result
-	addr, err := freeAddr()
+	// Both daemons run at the same time and are measured over the same
+	// window, so load from elsewhere on the machine hits both alike.
+	vaddr, err := freeAddr()
 	if err != nil {
 		return err
 	}
-	v, err := measure("vigil sampler", d, iv, addr, false,
-		vigilBin, "--interval", iv.String(), "--plugins", plugins, "--root", root, "--listen", addr, "--log-level", "warn")
-	if err != nil {
-		return err
-	}
-	res = append(res, v)
+	daemons := []*daemon{{name: "vigil sampler", addr: vaddr, bin: vigilBin,
+		args: []string{"--interval", iv.String(), "--plugins", plugins, "--root", root, "--listen", vaddr, "--log-level", "warn"}}}
 	if neBin != "" {
-		addr, _ := freeAddr()
-		collectors := []string{"--collector.disable-defaults", "--collector.cpu", "--collector.meminfo", "--collector.vmstat",
-			"--collector.loadavg", "--collector.netdev", "--collector.diskstats", "--collector.filesystem", "--collector.stat",
-			"--path.procfs=" + strings.TrimSuffix(root, "/") + "/proc", "--path.sysfs=" + strings.TrimSuffix(root, "/") + "/sys",
-			"--web.listen-address=" + addr, "--log.level=warn"}
-		n, err := measure("prometheus-node-exporter", d, iv, addr, true, neBin, collectors...)
+		naddr, _ := freeAddr()
+		daemons = append(daemons, &daemon{name: "prometheus-node-exporter", addr: naddr, bin: neBin, scraped: true,
+			args: []string{"--collector.disable-defaults", "--collector.cpu", "--collector.meminfo", "--collector.vmstat",
+				"--collector.loadavg", "--collector.netdev", "--collector.diskstats", "--collector.filesystem", "--collector.stat",
+				"--path.procfs=" + strings.TrimSuffix(root, "/") + "/proc", "--path.sysfs=" + strings.TrimSuffix(root, "/") + "/sys",
+				"--web.listen-address=" + naddr, "--log.level=warn"}})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, dm := range daemons {
+		if err := dm.start(ctx); err != nil {
+			return err
+		}
+		defer dm.cmd.Wait()
+	}
+	defer cancel()
+	time.Sleep(time.Second) // warm up
+	for _, dm := range daemons {
+		if dm.c0, err = cpuNanos(dm.cmd.Process.Pid); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	t := time.NewTicker(iv)
+	rounds := 0
+	for time.Since(start) < d {
+		<-t.C
+		for _, dm := range daemons {
+			if dm.scraped {
+				if _, err := get("http://" + dm.addr + "/metrics"); err != nil {
+					return err
+				}
+			}
+		}
+		rounds++
+	}
+	t.Stop()
+	elapsed := time.Since(start)
+	fmt.Printf("interval %s, %s window, both daemons running at once\n\n", iv, elapsed.Round(time.Millisecond))
+	fmt.Println("| daemon | values | rounds | CPU per round | % of one core | RSS |")
+	fmt.Println("|---|---|---|---|---|---|")
+	var per []float64
+	for _, dm := range daemons {
+		c1, err := cpuNanos(dm.cmd.Process.Pid)
 		if err != nil {
 			return err
 		}
-		res = append(res, n)
+		cpu := float64(c1 - dm.c0)
+		n := rounds
+		if !dm.scraped {
+			n = int(elapsed / iv) // the sampler's own ticks
+		}
+		rss, _ := rss(dm.cmd.Process.Pid)
+		values := 0
+		if b, err := get("http://" + dm.addr + "/metrics"); err == nil {
+			values = countValues(b)
+		}
+		per = append(per, cpu/float64(max(n, 1)))
+		fmt.Printf("| %s | %d | %d | %.1f µs | %.3f %% | %.1f MiB |\n", dm.name, values, n,
+			cpu/float64(max(n, 1))/1e3, 100*cpu/float64(elapsed), float64(rss)/(1<<20))
 	}
-	fmt.Printf("interval %s, %s per run\n\n", iv, d)
-	fmt.Println("| daemon | values | rounds | CPU per round | % of one core | RSS |")
-	fmt.Println("|---|---|---|---|---|---|")
-	for _, r := range res {
-		per := time.Duration(int64(r.cpu) / int64(max(r.rounds, 1)))
-		fmt.Printf("| %s | %d | %d | %.1f µs | %.3f %% | %.1f MiB |\n", r.name, r.values, r.rounds,
-			float64(per)/1e3, 100*float64(r.cpu)/float64(d), float64(r.rssBytes)/(1<<20))
-	}
-	if len(res) == 2 {
-		a := float64(res[0].cpu) / float64(max(res[0].rounds, 1))
-		b := float64(res[1].cpu) / float64(max(res[1].rounds, 1))
-		fmt.Printf("\nvigil CPU per tick / node_exporter CPU per scrape = %.3f\n", a/b)
+	if len(per) == 2 {
+		fmt.Printf("\nvigil CPU per tick / node_exporter CPU per scrape = %.3f\n", per[0]/per[1])
 	}
 	return nil
 }
 
-// measure starts the daemon, waits for /metrics, and measures its CPU over
-// d. With scrape, rounds are scrapes made by us every iv; otherwise rounds
-// are the sampler's own ticks.
-func measure(name string, d, iv time.Duration, addr string, scrapeRounds bool, bin string, args ...string) (result, error) {
-	r := result{name: name}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return r, fmt.Errorf("start %s: %w", bin, err)
+type daemon struct {
+	name, addr, bin string
+	args            []string
+	scraped         bool
+	cmd             *exec.Cmd
+	c0              int64
+}
+
+func (dm *daemon) start(ctx context.Context) error {
+	dm.cmd = exec.CommandContext(ctx, dm.bin, dm.args...)
+	dm.cmd.Stderr = os.Stderr
+	if err := dm.cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", dm.bin, err)
 	}
-	defer cmd.Wait()
-	defer cancel()
-	url := "http://" + addr + "/metrics"
-	var body string
 	for i := 0; i < 100; i++ {
-		if b, err := get(url); err == nil && len(b) > 0 {
-			body = b
-			break
+		if b, err := get("http://" + dm.addr + "/metrics"); err == nil && len(b) > 0 {
+			return nil
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if body == "" {
-		return r, fmt.Errorf("%s: no /metrics at %s", name, url)
-	}
-	time.Sleep(time.Second) // warm up
-	pid := cmd.Process.Pid
-	c0, err := cpuNanos(pid)
-	if err != nil {
-		return r, err
-	}
-	start := time.Now()
-	if scrapeRounds {
-		t := time.NewTicker(iv)
-		for time.Since(start) < d {
-			<-t.C
-			if _, err := get(url); err != nil {
-				return r, err
-			}
-			r.rounds++
-		}
-		t.Stop()
-	} else {
-		time.Sleep(d)
-	}
-	elapsed := time.Since(start)
-	c1, err := cpuNanos(pid)
-	if err != nil {
-		return r, err
-	}
-	r.cpu = time.Duration(float64(c1-c0) * float64(d) / float64(elapsed))
-	if !scrapeRounds {
-		r.rounds = int(d / iv)
-	}
-	r.rssBytes, _ = rss(pid)
-	if b, err := get(url); err == nil {
-		r.values = countValues(b)
-	}
-	return r, nil
+	return fmt.Errorf("%s: no /metrics at %s", dm.name, dm.addr)
 }
 
 func get(url string) (string, error) {
