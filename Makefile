@@ -1,6 +1,5 @@
 # Vigil build, test and benchmark entry points. `make help` lists them.
 GO        ?= go
-export CGO_ENABLED ?= 0
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS   := -s -w -X github.com/vigil-hpc/vigil/internal/buildinfo.Version=$(VERSION) \
@@ -15,8 +14,8 @@ WEB_SRC   := $(shell find web/src web/package.json web/package-lock.json web/tsc
 all: fmt-check vet test build ## format check, vet, test, build
 
 build: web ## build bin/vigil and the lean node daemon bin/vigil-sampler
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/vigil ./cmd/vigil
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/vigil-sampler ./cmd/vigil-sampler
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/vigil ./cmd/vigil
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/vigil-sampler ./cmd/vigil-sampler
 
 web: internal/web/dist/index.html ## build the dashboard (TypeScript) into internal/web/dist
 

@@ -24,6 +24,7 @@ import (
 	"github.com/vigil-hpc/vigil/internal/metric"
 	"github.com/vigil-hpc/vigil/internal/sampler"
 	_ "github.com/vigil-hpc/vigil/internal/sampler/plugins/all" // link every plugin
+	"github.com/vigil-hpc/vigil/internal/wire"
 )
 
 // DefaultListen is where the sampler serves /metrics unless told otherwise.
@@ -42,10 +43,10 @@ type Options struct {
 }
 
 type flags struct {
-	config, root, plugins, listen, node, upstream, logLevel string
-	interval, offset                                        time.Duration
-	sampleConfig, once                                      bool
-	gomaxprocs                                              int
+	config, root, plugins, listen, node, upstream, key, logLevel string
+	interval, offset                                             time.Duration
+	sampleConfig, once                                           bool
+	gomaxprocs                                                   int
 }
 
 func (f *flags) register(fs *flag.FlagSet, daemon bool) {
@@ -59,6 +60,7 @@ func (f *flags) register(fs *flag.FlagSet, daemon bool) {
 		fs.DurationVar(&f.offset, "offset", -1, "offset of ticks from wall-clock multiples of the interval")
 		fs.StringVar(&f.listen, "listen", "", "serve /metrics on this address (default "+DefaultListen+"; \"none\" disables)")
 		fs.StringVar(&f.upstream, "upstream", "", "aggregators to stream to, host:port[,host:port] in failover order")
+		fs.StringVar(&f.key, "key", "", "shared key file for the upstream handshake (none: the upstream must be on loopback)")
 		fs.BoolVar(&f.sampleConfig, "sample-config", false, "print a commented default configuration and exit")
 		fs.IntVar(&f.gomaxprocs, "gomaxprocs", 1, "OS threads running Go code; 1 keeps jitter on the node low")
 	} else {
@@ -243,12 +245,30 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	s, err := Build(o, log, nil)
+	// The upstream stream: each tick is encoded on the scheduler's
+	// goroutine and handed to the client's sender, never blocking the tick.
+	var up *wire.Client
+	var sink sampler.Sink
+	if len(o.Upstream) > 0 {
+		var key []byte
+		if f.key != "" {
+			if key, err = wire.LoadKey(f.key); err != nil {
+				return err
+			}
+		}
+		up, err = wire.NewClient(wire.ClientOptions{Addrs: o.Upstream, Key: key, Name: o.Node, Log: log})
+		if err != nil {
+			return err
+		}
+		sink = up.Sink(o.Node)
+	}
+	s, err := Build(o, log, sink)
 	if err != nil {
 		return err
 	}
 	log.Info("sampler starting", "version", buildinfo.Version, "node", o.Node, "root", o.Root,
-		"interval", o.Interval, "plugins", strings.Join(o.Plugins, ","), "listen", o.Listen)
+		"interval", o.Interval, "plugins", strings.Join(o.Plugins, ","), "listen", o.Listen,
+		"upstream", strings.Join(o.Upstream, ","))
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -272,6 +292,13 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			sctx, c := context.WithTimeout(context.Background(), 2*time.Second)
 			defer c()
 			_ = srv.Shutdown(sctx)
+		}()
+	}
+	if up != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = up.Run(ctx)
 		}()
 	}
 	wg.Add(1)
