@@ -1,0 +1,56 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/vigil-hpc/vigil/internal/samplerd"
+	"github.com/vigil-hpc/vigil/internal/simulate"
+	"github.com/vigil-hpc/vigil/internal/wire"
+)
+
+func init() {
+	register(Command{Name: "simulate", Summary: "run N virtual samplers streaming to an aggregator (load tests)", Run: runSimulate})
+}
+
+func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o simulate.Options
+	fs.IntVar(&o.Nodes, "nodes", 100, "number of virtual nodes")
+	fs.IntVar(&o.First, "first", 1, "number of the first node (names are cn00001, ...)")
+	fs.DurationVar(&o.Interval, "interval", time.Second, "tick interval")
+	upstream := fs.String("upstream", "", "aggregators to stream to, host:port[,host:port] in failover order")
+	keyFile := fs.String("key", "", "shared key file for the handshake (none: the upstream must be on loopback)")
+	fs.IntVar(&o.GroupSize, "group-size", 500, "nodes per goroutine and upstream connection (1: a connection per node)")
+	fs.IntVar(&o.CPUs, "cpus", 16, "cores per virtual node (16 gives about 320 values per tick)")
+	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the simulated data")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	log, err := samplerd.NewLogger(stderr, *logLevel)
+	if err != nil {
+		return err
+	}
+	o.Log = log
+	for _, a := range splitList(*upstream) {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return fmt.Errorf("--upstream %q: want host:port", a)
+		}
+		o.Upstream = append(o.Upstream, a)
+	}
+	if *keyFile != "" {
+		if o.Key, err = wire.LoadKey(*keyFile); err != nil {
+			return err
+		}
+	}
+	return simulate.Run(ctx, o)
+}

@@ -1,0 +1,153 @@
+package simulate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/vigil-hpc/vigil/internal/metric"
+	"github.com/vigil-hpc/vigil/internal/sampler"
+	"github.com/vigil-hpc/vigil/internal/wire"
+)
+
+// Options configure Run.
+type Options struct {
+	Nodes    int
+	First    int           // number of the first node (cn00001 = 1)
+	Interval time.Duration // tick interval
+	Upstream []string      // failover list, as for the sampler
+	Key      []byte
+	// GroupSize is the number of nodes sharing one goroutine and one
+	// upstream connection (1 = a connection per node, like real samplers).
+	GroupSize int
+	CPUs      int // cores per node
+	Seed      uint64
+	Log       *slog.Logger
+	// ReportEvery is how often totals are logged (0: 10s).
+	ReportEvery time.Duration
+}
+
+// Run streams Nodes virtual samplers upstream until ctx is done.
+func Run(ctx context.Context, o Options) error {
+	switch {
+	case o.Nodes <= 0:
+		return fmt.Errorf("nodes %d: must be positive", o.Nodes)
+	case o.Interval < time.Millisecond:
+		return fmt.Errorf("interval %s: must be at least 1ms", o.Interval)
+	case len(o.Upstream) == 0:
+		return errors.New("no upstream address (--upstream)")
+	case o.CPUs <= 0 || o.CPUs > 4096:
+		return fmt.Errorf("cpus %d: want 1..4096", o.CPUs)
+	}
+	if o.GroupSize <= 0 {
+		o.GroupSize = 500
+	}
+	if o.First <= 0 {
+		o.First = 1
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.ReportEvery <= 0 {
+		o.ReportEvery = 10 * time.Second
+	}
+	log := o.Log.With("component", "simulate")
+	sch := NewSchema(o.CPUs)
+	var clients []*wire.Client
+	var overruns atomic.Uint64
+	g, ctx := errgroup.WithContext(ctx)
+	for start := 0; start < o.Nodes; start += o.GroupSize {
+		end := min(start+o.GroupSize, o.Nodes)
+		grp := &group{interval: o.Interval, overruns: &overruns}
+		c, err := wire.NewClient(wire.ClientOptions{
+			Addrs: o.Upstream,
+			Key:   o.Key,
+			Name:  "simulate/" + NodeName(o.First+start),
+			Log:   o.Log.With("group", NodeName(o.First+start)),
+			// About a minute of ticks at 1s.
+			MaxQueueBytes: min((end-start)*32<<10, 256<<20),
+		})
+		if err != nil {
+			return err
+		}
+		grp.client = c
+		for i := start; i < end; i++ {
+			name := NodeName(o.First + i)
+			grp.nodes = append(grp.nodes, NewNode(name, sch, o.Seed*1_000_003+uint64(o.First+i)))
+			grp.streams = append(grp.streams, c.NewStream(name))
+		}
+		clients = append(clients, c)
+		g.Go(func() error { return c.Run(ctx) })
+		g.Go(func() error { grp.run(ctx); return nil })
+	}
+	log.Info("simulating", "nodes", o.Nodes, "first", NodeName(o.First), "values_per_node", sch.Len(),
+		"interval", o.Interval, "connections", len(clients), "upstream", o.Upstream, "key", o.Key != nil)
+	g.Go(func() error {
+		t := time.NewTicker(o.ReportEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
+			var ticks, dropped, bytes uint64
+			connected := 0
+			for _, c := range clients {
+				st := c.Stats()
+				ticks += st.Ticks.Load()
+				dropped += st.Dropped.Load()
+				bytes += st.Bytes.Load()
+				if st.Connected.Load() {
+					connected++
+				}
+			}
+			log.Info("totals", "ticks", ticks, "dropped", dropped, "bytes", bytes,
+				"connected", connected, "connections", len(clients), "overruns", overruns.Load())
+		}
+	})
+	return g.Wait()
+}
+
+// group is the nodes one goroutine samples, sharing one connection.
+type group struct {
+	interval time.Duration
+	client   *wire.Client
+	nodes    []*Node
+	streams  []*wire.ClientStream
+	overruns *atomic.Uint64
+}
+
+func (g *group) run(ctx context.Context) {
+	var b metric.Batch
+	next := sampler.NextTick(time.Now(), g.interval, 0)
+	last := next.Add(-g.interval)
+	timer := time.NewTimer(time.Until(next))
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		dt := next.Sub(last)
+		for i, n := range g.nodes {
+			b.Reset(next)
+			n.Sample(next, dt, &b)
+			g.client.Batch(g.streams[i], &b)
+		}
+		last = next
+		// As the sampler: ticks missed while working are skipped, not queued.
+		after := sampler.NextTick(time.Now(), g.interval, 0)
+		if missed := int64(after.Sub(next)/g.interval) - 1; missed > 0 {
+			g.overruns.Add(uint64(missed))
+		}
+		next = after
+		timer.Reset(time.Until(next))
+	}
+}

@@ -1,0 +1,103 @@
+package wire_test
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/vigil-hpc/vigil/internal/metric"
+	"github.com/vigil-hpc/vigil/internal/simulate"
+	"github.com/vigil-hpc/vigil/internal/wire"
+)
+
+// record samples ticks of a simulated node (the data the simulator streams).
+func record(cpus, ticks int, interval time.Duration, seed uint64) []metric.Batch {
+	n := simulate.NewNode("cn00001", simulate.NewSchema(cpus), seed)
+	out := make([]metric.Batch, ticks)
+	t0 := time.Unix(1_763_800_000, 0)
+	for i := range out {
+		out[i].Reset(t0.Add(time.Duration(i) * interval))
+		n.Sample(out[i].Time, interval, &out[i])
+	}
+	return out
+}
+
+var benchCases = []struct {
+	cpus     int
+	interval time.Duration
+}{{16, time.Second}, {16, 100 * time.Millisecond}, {64, time.Second}}
+
+// BenchmarkEncode encodes recorded ticks of one node; bytes/value counts
+// everything on the wire (frame headers, checksums, schema updates when a
+// top process changes, one full schema per 1000 ticks).
+func BenchmarkEncode(b *testing.B) {
+	for _, bc := range benchCases {
+		b.Run(fmt.Sprintf("cpus=%d/interval=%s", bc.cpus, bc.interval), func(b *testing.B) {
+			ticks := record(bc.cpus, 1000, bc.interval, 42)
+			enc := wire.NewEncoder()
+			st := enc.NewStream("cn00001")
+			buf := make([]byte, 0, 64<<10)
+			var bytesOut, values, i int
+			b.ReportAllocs()
+			for b.Loop() {
+				if i == len(ticks) {
+					i = 0
+					enc.Reset() // time goes back: start over as after a reconnect
+				}
+				var err error
+				buf, err = enc.AppendBatch(buf[:0], st, &ticks[i])
+				if err != nil {
+					b.Fatal(err)
+				}
+				bytesOut += len(buf)
+				values += ticks[i].Len()
+				i++
+			}
+			b.ReportMetric(float64(bytesOut)/float64(values), "bytes/value")
+			b.ReportMetric(float64(values)/float64(b.N), "values/tick")
+		})
+	}
+}
+
+// BenchmarkDecode decodes the frames of recorded ticks; one op is one tick.
+func BenchmarkDecode(b *testing.B) {
+	for _, bc := range benchCases {
+		b.Run(fmt.Sprintf("cpus=%d/interval=%s", bc.cpus, bc.interval), func(b *testing.B) {
+			ticks := record(bc.cpus, 1000, bc.interval, 42)
+			enc := wire.NewEncoder()
+			st := enc.NewStream("cn00001")
+			frames := make([][]byte, len(ticks))
+			for i := range ticks {
+				var err error
+				if frames[i], err = enc.AppendBatch(nil, st, &ticks[i]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			// Tick 0 carries a reset schema, so wrapping around is valid.
+			dec := wire.NewDecoder(wire.Limits{}, nil)
+			var r bytes.Reader
+			fr := wire.NewFrameReader(&r, 0)
+			var values, i int
+			b.ReportAllocs()
+			for b.Loop() {
+				if i == len(frames) {
+					i = 0
+				}
+				r.Reset(frames[i])
+				for {
+					typ, payload, err := fr.Next()
+					if err != nil {
+						break
+					}
+					if err := dec.Decode(typ, payload, wire.NopHandler{}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				values += ticks[i].Len()
+				i++
+			}
+			b.ReportMetric(float64(values)/b.Elapsed().Seconds(), "values/s")
+		})
+	}
+}

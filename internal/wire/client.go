@@ -1,0 +1,512 @@
+package wire
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vigil-hpc/vigil/internal/metric"
+)
+
+// ClientOptions configure a Client.
+type ClientOptions struct {
+	// Addrs are upstream host:port addresses in failover order: the first
+	// reachable one is used.
+	Addrs []string
+	// Key is the shared key (nil: none; the upstream must then be local).
+	Key []byte
+	// Name is sent in the handshake (usually the node or aggregator name).
+	Name string
+	Log  *slog.Logger
+	// MaxQueueBytes bounds the encoded frames waiting for the upstream
+	// (default 8 MiB); ticks beyond it are dropped, counted and later
+	// reported as a gap.
+	MaxQueueBytes    int
+	DialTimeout      time.Duration // default 5s
+	HandshakeTimeout time.Duration // default 10s
+	WriteTimeout     time.Duration // default 10s
+	KeepAlive        time.Duration // ping after this much silence (default 15s)
+	MinBackoff       time.Duration // first reconnect delay (default 100ms)
+	MaxBackoff       time.Duration // reconnect delay cap (default 30s)
+}
+
+// ClientStats counts what a Client did.
+type ClientStats struct {
+	Connected    atomic.Bool
+	Connects     atomic.Uint64
+	DialFailures atomic.Uint64 // failed attempts (dial or handshake)
+	Ticks        atomic.Uint64 // ticks queued
+	Dropped      atomic.Uint64 // ticks lost: queue full or connection lost
+	Errors       atomic.Uint64 // ticks that could not be encoded
+	Bytes        atomic.Uint64 // bytes written
+}
+
+// Client streams ticks to the first reachable upstream. Encoding happens
+// on the caller's goroutine into a reused buffer, which a sender goroutine
+// (Run) writes out, so a slow or absent upstream never blocks a tick. On
+// every new connection the schemas are sent again.
+type Client struct {
+	o     ClientOptions
+	log   *slog.Logger
+	stats ClientStats
+	wake  chan struct{}
+
+	mu     sync.Mutex
+	enc    *Encoder
+	q      []entry // FIFO from head
+	head   int
+	qBytes int
+	free   [][]byte
+	// dirty: frames of the encoder's current epoch went to a connection
+	// that may have lost them, so the next connection must start over.
+	dirty    bool
+	lastErr  string
+	inflight []entry
+	avgFrame int // moving average of queued frame sizes
+}
+
+type entry struct {
+	buf []byte
+	cs  *ClientStream // nil for node-level frames
+	t   time.Time
+	gap gapRange // a gap of cs written ahead of the tick
+}
+
+type gapRange struct {
+	set      bool
+	from, to time.Time
+}
+
+// lose records that e's tick (and any gap it carried) never arrived.
+func (e *entry) lose() {
+	if e.cs == nil {
+		return
+	}
+	if e.gap.set {
+		e.cs.noteGap(e.gap.from)
+		e.cs.noteGap(e.gap.to)
+	}
+	e.cs.noteGap(e.t)
+}
+
+// ClientStream is one node stream of a Client.
+type ClientStream struct {
+	s              *Stream
+	gap            bool
+	gapFrom, gapTo time.Time
+}
+
+// NewClient checks the options; Run does the work.
+func NewClient(o ClientOptions) (*Client, error) {
+	if len(o.Addrs) == 0 {
+		return nil, errors.New("wire client: no upstream address")
+	}
+	for _, a := range o.Addrs {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return nil, fmt.Errorf("upstream %q: %w", a, err)
+		}
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.DialTimeout, 5*time.Second)
+	def(&o.HandshakeTimeout, 10*time.Second)
+	def(&o.WriteTimeout, 10*time.Second)
+	def(&o.KeepAlive, 15*time.Second)
+	def(&o.MinBackoff, 100*time.Millisecond)
+	def(&o.MaxBackoff, 30*time.Second)
+	if o.MaxQueueBytes <= 0 {
+		o.MaxQueueBytes = 8 << 20
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	return &Client{
+		o:    o,
+		log:  o.Log.With("component", "upstream"),
+		wake: make(chan struct{}, 1),
+		enc:  NewEncoder(),
+	}, nil
+}
+
+// Stats returns the client's counters.
+func (c *Client) Stats() *ClientStats { return &c.stats }
+
+// NewStream adds a node stream.
+func (c *Client) NewStream(node string) *ClientStream {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return &ClientStream{s: c.enc.NewStream(node)}
+}
+
+// Batch queues one tick of cs from b. It does not block on the network and
+// does not keep b.
+func (c *Client) Batch(cs *ClientStream, b *metric.Batch) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	buf, g, ok := c.take(cs, b.Time)
+	if !ok {
+		return
+	}
+	buf, err := c.enc.AppendBatch(buf, cs.s, b)
+	c.push(entry{buf: buf, cs: cs, t: b.Time, gap: g}, err)
+}
+
+// Tick queues one tick of cs (for aggregators forwarding decoded ticks).
+func (c *Client) Tick(cs *ClientStream, t time.Time, descs []*metric.Desc, values []float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	buf, g, ok := c.take(cs, t)
+	if !ok {
+		return
+	}
+	buf, err := c.enc.AppendTick(buf, cs.s, t, descs, values)
+	c.push(entry{buf: buf, cs: cs, t: t, gap: g}, err)
+}
+
+// Gap queues a gap of node (ticks from..to lost further down the tree).
+func (c *Client) Gap(node string, from, to time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if buf, _, ok := c.take(nil, to); ok {
+		c.push(entry{buf: AppendGap(buf, node, from, to), t: to}, nil)
+	}
+}
+
+// NodeState queues a node's up/down change.
+func (c *Client) NodeState(node string, up bool, t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if buf, _, ok := c.take(nil, t); ok {
+		c.push(entry{buf: AppendNodeState(buf, node, up, t), t: t}, nil)
+	}
+}
+
+func (cs *ClientStream) noteGap(t time.Time) {
+	if !cs.gap || t.Before(cs.gapFrom) {
+		cs.gapFrom = t
+	}
+	if !cs.gap || t.After(cs.gapTo) {
+		cs.gapTo = t
+	}
+	cs.gap = true
+}
+
+// take returns a buffer for one tick, or false (tick dropped) when the
+// queue is full. Dropping before encoding keeps the encoder's state in step
+// with what is queued, so the queued frames stay decodable. A pending gap
+// of cs is written first.
+func (c *Client) take(cs *ClientStream, t time.Time) ([]byte, gapRange, bool) {
+	var g gapRange
+	if c.qBytes >= c.o.MaxQueueBytes {
+		c.stats.Dropped.Add(1)
+		if cs != nil {
+			cs.noteGap(t)
+		}
+		return nil, g, false
+	}
+	var buf []byte
+	if n := len(c.free); n > 0 {
+		buf, c.free = c.free[n-1][:0], c.free[:n-1]
+		// A buffer grown by a one-off big frame (a full schema after
+		// connecting) is let go rather than kept for small ticks.
+		if cap(buf) > 4*c.avgFrame+4096 {
+			buf = nil
+		}
+	}
+	if cs != nil && cs.gap {
+		buf = AppendGap(buf, cs.s.node, cs.gapFrom, cs.gapTo)
+		g = gapRange{true, cs.gapFrom, cs.gapTo}
+		cs.gap = false
+	}
+	return buf, g, true
+}
+
+func (c *Client) push(e entry, err error) {
+	if err != nil {
+		c.stats.Errors.Add(1)
+		e.lose()
+		c.free = append(c.free, e.buf[:0])
+		if msg := err.Error(); msg != c.lastErr {
+			c.lastErr = msg
+			c.log.Warn("cannot encode tick", "err", err)
+		}
+		return
+	}
+	if len(c.q) == cap(c.q) && c.head > 0 {
+		n := copy(c.q, c.q[c.head:])
+		clear(c.q[n:])
+		c.q, c.head = c.q[:n], 0
+	}
+	c.q = append(c.q, e)
+	c.qBytes += len(e.buf)
+	c.avgFrame += (len(e.buf) - c.avgFrame) / 8
+	c.stats.Ticks.Add(1)
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run connects, streams and reconnects with backoff until ctx is done.
+func (c *Client) Run(ctx context.Context) error {
+	backoff := c.o.MinBackoff
+	failing := false
+	for ctx.Err() == nil {
+		conn, addr, err := c.connect(ctx)
+		if err != nil {
+			c.stats.DialFailures.Add(1)
+			// Say it once per outage, not on every retry.
+			if !failing {
+				lvl := slog.LevelWarn
+				if errors.Is(err, ErrAuth) {
+					lvl = slog.LevelError // a key mismatch needs an admin
+				}
+				c.log.Log(ctx, lvl, "no upstream reachable; retrying", "addrs", c.o.Addrs, "err", err)
+				failing = true
+			} else {
+				c.log.Debug("upstream still unreachable", "err", err)
+			}
+			d := backoff/2 + rand.N(backoff/2+1)
+			backoff = min(2*backoff, c.o.MaxBackoff)
+			select {
+			case <-ctx.Done():
+			case <-time.After(d):
+			}
+			continue
+		}
+		failing = false
+		backoff = c.o.MinBackoff
+		c.stats.Connects.Add(1)
+		c.stats.Connected.Store(true)
+		c.log.Info("upstream connected", "addr", addr)
+		err = c.stream(ctx, conn)
+		conn.Close()
+		c.stats.Connected.Store(false)
+		c.lost()
+		if ctx.Err() != nil {
+			break
+		}
+		c.log.Warn("upstream connection lost", "addr", addr, "err", err)
+	}
+	return nil
+}
+
+// connect returns the first upstream that completes the handshake.
+func (c *Client) connect(ctx context.Context) (net.Conn, string, error) {
+	var errs []error
+	for _, addr := range c.o.Addrs {
+		d := net.Dialer{Timeout: c.o.DialTimeout}
+		conn, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if tc, ok := conn.(*net.TCPConn); ok {
+			_ = tc.SetNoDelay(true)
+		}
+		_ = conn.SetDeadline(time.Now().Add(c.o.HandshakeTimeout))
+		fr := NewFrameReader(bufio.NewReader(conn), 1<<16)
+		if _, err := clientHandshake(conn, fr, c.o.Key, c.o.Name); err != nil {
+			conn.Close()
+			errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+			continue
+		}
+		_ = conn.SetDeadline(time.Time{})
+		return conn, addr, nil
+	}
+	return nil, "", errors.Join(errs...)
+}
+
+// stream writes queued frames until the connection fails or ctx is done.
+func (c *Client) stream(ctx context.Context, conn net.Conn) error {
+	dead := make(chan error, 1)
+	go func() {
+		// The upstream sends nothing after Ready but a Close; reading
+		// notices both that and a dropped connection.
+		fr := NewFrameReader(conn, 1<<16)
+		for {
+			typ, payload, err := fr.Next()
+			if err != nil {
+				dead <- fmt.Errorf("read: %w", err)
+				return
+			}
+			if typ == frameClose {
+				dead <- fmt.Errorf("upstream closed: %s", closeReason(payload))
+				return
+			}
+		}
+	}()
+	keep := time.NewTimer(c.o.KeepAlive)
+	defer keep.Stop()
+	var wbuf []byte
+	for {
+		wbuf = c.collect(wbuf[:0], 256<<10)
+		if len(wbuf) == 0 {
+			select {
+			case <-ctx.Done():
+				c.flush(conn)
+				return ctx.Err()
+			case err := <-dead:
+				return err
+			case <-c.wake:
+				continue
+			case <-keep.C:
+				wbuf = appendFrame(wbuf, framePing, nil)
+			}
+		}
+		_ = conn.SetWriteDeadline(time.Now().Add(c.o.WriteTimeout))
+		n, err := conn.Write(wbuf)
+		c.stats.Bytes.Add(uint64(n))
+		keep.Reset(c.o.KeepAlive)
+		c.mu.Lock()
+		if err != nil {
+			// What was in flight may or may not have arrived: call it lost.
+			for _, e := range c.inflight {
+				if e.cs != nil {
+					e.lose()
+					c.stats.Dropped.Add(1)
+				}
+			}
+		}
+		clear(c.inflight)
+		c.inflight = c.inflight[:0]
+		c.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+	}
+}
+
+// flush writes what is queued and a Close frame, within a second, so a
+// stopping sampler's last ticks arrive and the upstream sees a clean end.
+func (c *Client) flush(conn net.Conn) {
+	_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
+	var w []byte
+	for {
+		w = c.collect(w[:0], 256<<10)
+		if len(w) == 0 {
+			break
+		}
+		if _, err := conn.Write(w); err != nil {
+			return
+		}
+	}
+	_, _ = conn.Write(appendClose(nil, "shutting down"))
+}
+
+// collect moves queued frames, up to about max bytes, into w.
+func (c *Client) collect(w []byte, max int) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.head < len(c.q) && (len(w) == 0 || len(w)+len(c.q[c.head].buf) <= max) {
+		e := c.q[c.head]
+		c.q[c.head] = entry{}
+		c.head++
+		w = append(w, e.buf...)
+		c.qBytes -= len(e.buf)
+		c.free = append(c.free, e.buf[:0])
+		e.buf = nil
+		c.inflight = append(c.inflight, e)
+		c.dirty = true
+	}
+	if c.head == len(c.q) {
+		c.q, c.head = c.q[:0], 0
+	}
+	return w
+}
+
+// lost runs after a connection ends. Queued frames continue a stream state
+// the next upstream never saw, so if any frame of this epoch went out they
+// are dropped (and reported as gaps) and the encoder starts over.
+func (c *Client) lost() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.dirty {
+		return
+	}
+	// Gap and node-state frames stand alone and stay queued; ticks
+	// continue the old encoding and are dropped as gaps.
+	kept, n := 0, 0
+	for i := c.head; i < len(c.q); i++ {
+		e := c.q[i]
+		c.q[i] = entry{}
+		if e.cs == nil {
+			c.q[n] = e
+			n++
+			kept += len(e.buf)
+			continue
+		}
+		e.lose()
+		c.stats.Dropped.Add(1)
+		c.free = append(c.free, e.buf[:0])
+	}
+	c.q, c.head, c.qBytes = c.q[:n], 0, kept
+	c.enc.Reset()
+	c.dirty = false
+}
+
+// Sink returns a function streaming each batch of node, for the sampler
+// scheduler. Batches of different scheduler groups (plugins with their own
+// interval) have different series; each such set gets its own stream so
+// they do not force a schema update on every tick. A set is recognised by
+// its exact descriptor sequence, else by its first descriptor.
+func (c *Client) Sink(node string) func(b *metric.Batch) {
+	var (
+		mu      sync.Mutex
+		streams []*ClientStream
+	)
+	const maxStreams = 8
+	return func(b *metric.Batch) {
+		mu.Lock()
+		defer mu.Unlock()
+		var cs *ClientStream
+		for _, s := range streams {
+			if s.s.same(b) {
+				cs = s
+				break
+			}
+		}
+		if cs == nil && len(b.Samples) > 0 {
+			for _, s := range streams {
+				if len(s.s.seq) > 0 && s.s.seq[0] == b.Samples[0].Desc {
+					cs = s
+					break
+				}
+			}
+		}
+		if cs == nil {
+			if len(streams) < maxStreams {
+				cs = c.NewStream(node)
+				streams = append(streams, cs)
+			} else {
+				cs = streams[0]
+			}
+		}
+		c.Batch(cs, b)
+	}
+}
+
+// same reports whether b has exactly the series of the stream's last tick.
+// Read under the Sink's lock; seq is written only under the Client's lock
+// by Batch, which the Sink's lock serialises.
+func (s *Stream) same(b *metric.Batch) bool {
+	if len(b.Samples) != len(s.seq) {
+		return false
+	}
+	for i := range b.Samples {
+		if b.Samples[i].Desc != s.seq[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,434 @@
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vigil-hpc/vigil/internal/metric"
+)
+
+// Handler receives what a connection carries. Slices passed to it are valid
+// only during the call. A server calls it from one goroutine per
+// connection, so implementations must be safe for concurrent use.
+//
+// A node usually has one stream; a sampler whose plugins tick at different
+// intervals sends one stream per interval, each with its own Schema.
+type Handler interface {
+	Connect(p Peer)
+	Disconnect(p Peer, err error)
+	// Schema announces the series of the following Ticks of a stream of
+	// node, in order. Descriptors are interned: the same series is the same
+	// pointer on every tick, across streams and connections.
+	Schema(node string, descs []*metric.Desc)
+	Tick(node string, t time.Time, descs []*metric.Desc, values []float64)
+	Gap(node string, from, to time.Time)
+	NodeState(node string, up bool, t time.Time)
+}
+
+// Peer identifies a connection.
+type Peer struct {
+	Addr string // remote address
+	Name string // name the peer gave in its hello
+}
+
+// NopHandler ignores everything; embed it to implement part of Handler.
+type NopHandler struct{}
+
+func (NopHandler) Connect(Peer)                                      {}
+func (NopHandler) Disconnect(Peer, error)                            {}
+func (NopHandler) Schema(string, []*metric.Desc)                     {}
+func (NopHandler) Tick(string, time.Time, []*metric.Desc, []float64) {}
+func (NopHandler) Gap(string, time.Time, time.Time)                  {}
+func (NopHandler) NodeState(string, bool, time.Time)                 {}
+
+// Limits bound what one connection may make the receiver hold.
+type Limits struct {
+	MaxFrame       int // payload bytes per frame
+	MaxStreams     int // streams per connection
+	MaxSeries      int // series per tick of a stream
+	MaxTotalSeries int // descriptor-table entries over all streams of a connection
+}
+
+// DefaultLimits fit an aggregator forwarding 20,000 nodes of a few
+// hundred series over one connection.
+var DefaultLimits = Limits{
+	MaxFrame:       DefaultMaxFrame,
+	MaxStreams:     100_000,
+	MaxSeries:      MaxSeries,
+	MaxTotalSeries: 20_000_000,
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxFrame <= 0 {
+		l.MaxFrame = DefaultLimits.MaxFrame
+	}
+	if l.MaxStreams <= 0 {
+		l.MaxStreams = DefaultLimits.MaxStreams
+	}
+	if l.MaxSeries <= 0 {
+		l.MaxSeries = DefaultLimits.MaxSeries
+	}
+	if l.MaxTotalSeries <= 0 {
+		l.MaxTotalSeries = DefaultLimits.MaxTotalSeries
+	}
+	return l
+}
+
+// Interner maps descriptor contents to one shared *metric.Desc, so 20,000
+// nodes with the same series share one set of descriptors and consumers can
+// key caches on the pointer. It holds at most max entries; beyond that new
+// descriptors are returned un-interned (and counted) rather than evicting
+// pointers consumers may have cached.
+type Interner struct {
+	mu     sync.Mutex
+	m      map[string]*metric.Desc
+	max    int
+	Misses atomic.Uint64 // descriptors not interned because the interner was full
+}
+
+// NewInterner holds up to max descriptors (<= 0: one million).
+func NewInterner(max int) *Interner {
+	if max <= 0 {
+		max = 1 << 20
+	}
+	return &Interner{m: map[string]*metric.Desc{}, max: max}
+}
+
+// Len is the number of interned descriptors.
+func (in *Interner) Len() int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return len(in.m)
+}
+
+// lookup returns the descriptor whose key (see Decoder.desc) is key.
+func (in *Interner) lookup(key []byte) *metric.Desc {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if d, ok := in.m[string(key)]; ok {
+		return d
+	}
+	d := descFromKey(key)
+	if len(in.m) >= in.max {
+		in.Misses.Add(1)
+		return d
+	}
+	in.m[string(key)] = d
+	return d
+}
+
+// Decoder holds the receiving side of one connection.
+type Decoder struct {
+	lim     Limits
+	in      *Interner
+	streams map[uint64]*decStream
+	total   int // table entries over all streams
+	key     []byte
+	br      bitReader
+	// Values counts decoded values, for throughput accounting.
+	Values uint64
+}
+
+type decStream struct {
+	node  string
+	descs []*metric.Desc // table
+	state []valState
+	idx   []int32
+	seq   []*metric.Desc
+	vals  []float64
+	prevT int64
+	prevD int64
+	ready bool // a schema has been received
+}
+
+// NewDecoder returns a decoder bounded by lim, interning descriptors in in
+// (nil: a private interner).
+func NewDecoder(lim Limits, in *Interner) *Decoder {
+	if in == nil {
+		in = NewInterner(0)
+	}
+	return &Decoder{lim: lim.withDefaults(), in: in, streams: map[uint64]*decStream{}}
+}
+
+// Decode handles one data frame (schema, values, gap, node state, ping),
+// calling h. An error means the peer is broken or hostile: drop the
+// connection.
+func (d *Decoder) Decode(typ byte, payload []byte, h Handler) error {
+	switch typ {
+	case frameSchema:
+		return d.schema(payload, h)
+	case frameValues:
+		return d.values(payload, h)
+	case frameGap:
+		p := payloadReader{b: payload}
+		node := p.str("gap node")
+		from := p.varint("gap from")
+		to := p.varint("gap to")
+		if err := p.end("gap"); err != nil {
+			return err
+		}
+		h.Gap(string(node), time.Unix(0, from), time.Unix(0, to))
+		return nil
+	case frameNodeState:
+		p := payloadReader{b: payload}
+		node := p.str("node state node")
+		up := p.byte1("node state")
+		t := p.varint("node state time")
+		if err := p.end("node state"); err != nil {
+			return err
+		}
+		if up > 1 {
+			return fmt.Errorf("%w: node state %d", ErrMalformed, up)
+		}
+		h.NodeState(string(node), up == 1, time.Unix(0, t))
+		return nil
+	case framePing:
+		return nil
+	}
+	return fmt.Errorf("%w %d", ErrUnknownFrame, typ)
+}
+
+func (p *payloadReader) end(what string) error {
+	if p.err == nil && len(p.b) != 0 {
+		p.fail(fmt.Sprintf("%d trailing bytes in %s", len(p.b), what))
+	}
+	return p.err
+}
+
+func (d *Decoder) schema(payload []byte, h Handler) error {
+	p := payloadReader{b: payload}
+	id := p.uvarint("stream id")
+	flags := p.byte1("schema flags")
+	node := p.str("node")
+	// Copied runs take a few bytes for many entries, so the count is
+	// bounded by the table limit below rather than by the frame's size.
+	nNew64 := p.uvarint("new descriptors")
+	if p.err != nil {
+		return p.err
+	}
+	if nNew64 > uint64(2*d.lim.MaxSeries) {
+		return fmt.Errorf("%w: %d new descriptors", ErrLimit, nNew64)
+	}
+	nNew := int(nNew64)
+	if len(node) == 0 {
+		return fmt.Errorf("%w: empty node name", ErrMalformed)
+	}
+	s := d.streams[id]
+	if s == nil {
+		if len(d.streams) >= d.lim.MaxStreams {
+			return fmt.Errorf("%w: more than %d streams", ErrLimit, d.lim.MaxStreams)
+		}
+		if flags&schemaReset == 0 {
+			return fmt.Errorf("%w: first schema of stream %d is not a reset", ErrMalformed, id)
+		}
+		s = &decStream{}
+		d.streams[id] = s
+	}
+	if s.node != string(node) {
+		s.node = string(node)
+	}
+	if flags&^(schemaReset|schemaCompact) != 0 {
+		return fmt.Errorf("%w: schema flags %#x", ErrMalformed, flags)
+	}
+	if flags&schemaReset != 0 {
+		d.total -= len(s.descs)
+		s.descs, s.state = s.descs[:0], s.state[:0]
+		s.prevT, s.prevD = 0, 0
+	} else if flags&schemaCompact != 0 {
+		d.total -= len(s.descs)
+		s.descs, s.state = compactTable(s.descs, s.state, s.idx)
+		d.total += len(s.descs)
+	}
+	if len(s.descs)+nNew > 2*d.lim.MaxSeries || d.total+nNew > d.lim.MaxTotalSeries {
+		return fmt.Errorf("%w: descriptor table of node %s", ErrLimit, s.node)
+	}
+	// A server holds thousands of streams: no append doubling.
+	s.descs, s.state = grow(s.descs, nNew), grow(s.state, nNew)
+	var prev *metric.Desc
+	for added := 0; added < nNew; {
+		if len(p.b) > 0 && p.b[0] == descCopy {
+			p.b = p.b[1:]
+			src := d.streams[p.uvarint("copy stream")]
+			start := p.uvarint("copy start")
+			n := p.uvarint("copy count")
+			if p.err != nil {
+				return p.err
+			}
+			if src == nil || n == 0 || n > uint64(nNew-added) || start > uint64(len(src.descs)) || n > uint64(len(src.descs))-start {
+				return fmt.Errorf("%w: copy of %d descriptors from %d of an unknown or shorter table", ErrMalformed, n, start)
+			}
+			for i := range int(n) {
+				prev = src.descs[int(start)+i]
+				s.descs = append(s.descs, prev)
+				s.state = append(s.state, valState{})
+			}
+			d.total += int(n)
+			added += int(n)
+			continue
+		}
+		ds := d.desc(&p, prev, s.descs)
+		if ds == nil {
+			return p.err
+		}
+		s.descs = append(s.descs, ds)
+		s.state = append(s.state, valState{})
+		d.total++
+		added++
+		prev = ds
+	}
+	n := p.uvarint("series")
+	if p.err != nil {
+		return p.err
+	}
+	if n > uint64(d.lim.MaxSeries) {
+		return fmt.Errorf("%w: %d series > %d", ErrLimit, n, d.lim.MaxSeries)
+	}
+	s.idx, s.seq = grow(s.idx[:0], int(n)), grow(s.seq[:0], int(n))
+	next := int64(0)
+	for uint64(len(s.idx)) < n {
+		start := next + p.varint("run start")
+		length := p.uvarint("run length")
+		if p.err != nil {
+			return p.err
+		}
+		if length == 0 || length > n-uint64(len(s.idx)) || start < 0 || start > int64(len(s.descs)) ||
+			start+int64(length) > int64(len(s.descs)) {
+			return fmt.Errorf("%w: run of %d series from %d in a table of %d", ErrMalformed, length, start, len(s.descs))
+		}
+		for i := start; i < start+int64(length); i++ {
+			s.idx = append(s.idx, int32(i))
+			s.seq = append(s.seq, s.descs[i])
+		}
+		next = start + int64(length)
+	}
+	if err := p.end("schema"); err != nil {
+		return err
+	}
+	s.ready = true
+	h.Schema(s.node, s.seq)
+	return nil
+}
+
+// desc reads one descriptor and interns it; nil on error (in p.err).
+func (d *Decoder) desc(p *payloadReader, prev *metric.Desc, table []*metric.Desc) *metric.Desc {
+	flags := p.byte1("descriptor flags")
+	typ := p.byte1("descriptor type")
+	if p.err != nil {
+		return nil
+	}
+	if (flags != descLike && flags&^(descSameName|descSameHelp|descSameLabelNames) != 0) || typ > byte(metric.Untyped) {
+		p.fail(fmt.Sprintf("descriptor flags %#x type %d", flags, typ))
+		return nil
+	}
+	if flags == descLike {
+		k := p.uvarint("descriptor reference")
+		if p.err != nil {
+			return nil
+		}
+		if k >= uint64(len(table)) {
+			p.fail(fmt.Sprintf("descriptor reference %d in a table of %d", k, len(table)))
+			return nil
+		}
+		prev, flags = table[k], descSameName|descSameHelp|descSameLabelNames
+	}
+	if prev == nil && flags != 0 {
+		p.fail("descriptor refers to a missing predecessor")
+		return nil
+	}
+	// The descriptor is read straight into its interning key (type, then
+	// length-prefixed name, help, label count and pairs); only a new
+	// series allocates, when the interner builds it from the key.
+	k := append(d.key[:0], typ)
+	if flags&descSameName != 0 {
+		k = appendString(k, prev.Name)
+	} else {
+		name := p.str("name")
+		if p.err == nil && len(name) == 0 {
+			p.fail("empty metric name")
+		}
+		k = appendBytes(k, name)
+	}
+	if flags&descSameHelp != 0 {
+		k = appendString(k, prev.Help)
+	} else {
+		k = appendBytes(k, p.str("help"))
+	}
+	var nl int
+	if flags&descSameLabelNames != 0 {
+		nl = len(prev.Labels)
+	} else {
+		nl = p.count("labels", 256)
+	}
+	k = binary.AppendUvarint(k, uint64(nl))
+	for i := range nl {
+		if flags&descSameLabelNames != 0 {
+			k = appendString(k, prev.Labels[i].Name)
+		} else {
+			k = appendBytes(k, p.str("label name"))
+		}
+		k = appendBytes(k, p.str("label value"))
+	}
+	d.key = k
+	if p.err != nil {
+		return nil
+	}
+	return d.in.lookup(k)
+}
+
+// descFromKey builds a descriptor from a key written by Decoder.desc.
+func descFromKey(k []byte) *metric.Desc {
+	p := payloadReader{b: k[1:]}
+	ds := &metric.Desc{Type: metric.Type(k[0])}
+	ds.Name = string(p.str("name"))
+	ds.Help = string(p.str("help"))
+	if n := p.uvarint("labels"); n > 0 {
+		ds.Labels = make([]metric.Label, n)
+		for i := range ds.Labels {
+			ds.Labels[i].Name = string(p.str("label name"))
+			ds.Labels[i].Value = string(p.str("label value"))
+		}
+	}
+	return ds
+}
+
+func appendBytes(dst, b []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(b)))
+	return append(dst, b...)
+}
+
+func (d *Decoder) values(payload []byte, h Handler) error {
+	p := payloadReader{b: payload}
+	id := p.uvarint("stream id")
+	dod := p.varint("time")
+	n := p.uvarint("value count")
+	if p.err != nil {
+		return p.err
+	}
+	s := d.streams[id]
+	if s == nil || !s.ready {
+		return fmt.Errorf("%w: values for stream %d before its schema", ErrMalformed, id)
+	}
+	if n != uint64(len(s.idx)) {
+		return fmt.Errorf("%w: node %s: %d values for %d series", ErrMalformed, s.node, n, len(s.idx))
+	}
+	s.prevD += dod
+	s.prevT += s.prevD
+	d.br = bitReader{buf: p.b}
+	s.vals = grow(s.vals[:0], len(s.idx))
+	for _, i := range s.idx {
+		v, ok := decodeValue(&d.br, &s.state[i])
+		if !ok {
+			return fmt.Errorf("%w: node %s: bad value code for %s", ErrMalformed, s.node, s.descs[i].Name)
+		}
+		s.vals = append(s.vals, v)
+	}
+	if d.br.pos != len(d.br.buf) {
+		return fmt.Errorf("%w: node %s: %d trailing bytes after values", ErrMalformed, s.node, len(d.br.buf)-d.br.pos)
+	}
+	d.Values += uint64(len(s.vals))
+	h.Tick(s.node, time.Unix(0, s.prevT), s.seq, s.vals)
+	return nil
+}

@@ -1,0 +1,218 @@
+package wire
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ServerOptions configure Serve.
+type ServerOptions struct {
+	// Key is the shared key; nil accepts loopback peers only.
+	Key []byte
+	// Name is sent to peers in the handshake.
+	Name   string
+	Limits Limits
+	// HandshakeTimeout bounds the handshake (default 10s).
+	HandshakeTimeout time.Duration
+	// ReadTimeout drops a silent peer (default 60s; clients ping every 15s).
+	ReadTimeout time.Duration
+	Log         *slog.Logger
+	// Stats, if set, receives the server's counters.
+	Stats *ServerStats
+	// Interner shares descriptors across connections (nil: a new one).
+	Interner *Interner
+}
+
+// ServerStats counts what Serve saw.
+type ServerStats struct {
+	Accepted       atomic.Uint64
+	Active         atomic.Int64
+	Refused        atomic.Uint64 // non-loopback peers while no key is set
+	AuthFailures   atomic.Uint64
+	ProtocolErrors atomic.Uint64 // malformed, oversized, unknown frames; closed
+	Frames         atomic.Uint64
+	Values         atomic.Uint64
+	Bytes          atomic.Uint64
+}
+
+// Serve accepts connections on ln until ctx is done, decoding each with
+// its own Decoder into h. A broken connection is closed and counted; the
+// others go on. Serve closes ln and waits for its connections to end.
+func Serve(ctx context.Context, ln net.Listener, opts ServerOptions, h Handler) error {
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	if opts.Stats == nil {
+		opts.Stats = &ServerStats{}
+	}
+	if opts.Interner == nil {
+		opts.Interner = NewInterner(0)
+	}
+	if opts.HandshakeTimeout <= 0 {
+		opts.HandshakeTimeout = 10 * time.Second
+	}
+	if opts.ReadTimeout <= 0 {
+		opts.ReadTimeout = 60 * time.Second
+	}
+	opts.Limits = opts.Limits.withDefaults()
+	log := opts.Log.With("component", "wire", "listen", ln.Addr().String())
+	if opts.Key == nil {
+		log.Warn("no key set: accepting loopback peers only")
+	}
+
+	var (
+		mu    sync.Mutex
+		conns = map[net.Conn]struct{}{}
+		wg    sync.WaitGroup
+	)
+	stop := context.AfterFunc(ctx, func() {
+		ln.Close()
+		mu.Lock()
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	defer stop()
+	defer wg.Wait()
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("accept on %s: %w", ln.Addr(), err)
+			}
+			// Out of descriptors and the like: wait rather than spin.
+			log.Warn("accept failed", "err", err)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		}
+		opts.Stats.Accepted.Add(1)
+		mu.Lock()
+		conns[conn] = struct{}{}
+		mu.Unlock()
+		if ctx.Err() != nil { // raced with shutdown
+			conn.Close()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			serveConn(ctx, conn, &opts, log, h)
+			conn.Close()
+			mu.Lock()
+			delete(conns, conn)
+			mu.Unlock()
+		}()
+	}
+}
+
+func isLocal(a net.Addr) bool {
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		return a.IP.IsLoopback()
+	case *net.UnixAddr:
+		return true
+	}
+	return false
+}
+
+// isProtocolError tells a broken or hostile peer from a network failure.
+func isProtocolError(err error) bool {
+	for _, e := range []error{ErrMalformed, ErrChecksum, ErrFrameTooLarge, ErrVersion, ErrUnknownFrame, ErrLimit, io.ErrUnexpectedEOF} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+func serveConn(ctx context.Context, conn net.Conn, o *ServerOptions, log *slog.Logger, h Handler) {
+	addr := conn.RemoteAddr().String()
+	st := o.Stats
+	if o.Key == nil && !isLocal(conn.RemoteAddr()) {
+		st.Refused.Add(1)
+		log.Warn("refused non-loopback peer: no key set", "peer", addr)
+		return
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	fr := NewFrameReader(bufio.NewReaderSize(conn, 64<<10), o.Limits.MaxFrame)
+	_ = conn.SetDeadline(time.Now().Add(o.HandshakeTimeout))
+	name, err := serverHandshake(conn, fr, o.Key, o.Name)
+	if err != nil {
+		if errors.Is(err, ErrAuth) {
+			st.AuthFailures.Add(1)
+			log.Warn("peer failed authentication", "peer", addr, "name", name, "err", err)
+		} else {
+			st.ProtocolErrors.Add(1)
+			log.Warn("handshake failed", "peer", addr, "err", err)
+		}
+		return
+	}
+	_ = conn.SetDeadline(time.Time{})
+	peer := Peer{Addr: addr, Name: name}
+	st.Active.Add(1)
+	defer st.Active.Add(-1)
+	log.Debug("peer connected", "peer", addr, "name", name)
+	h.Connect(peer)
+	err = readLoop(conn, fr, o, h)
+	switch {
+	case err == nil || errors.Is(err, io.EOF) || ctx.Err() != nil:
+		err = nil
+		log.Debug("peer disconnected", "peer", addr, "name", name)
+	case isProtocolError(err):
+		st.ProtocolErrors.Add(1)
+		log.Warn("closing connection: protocol error", "peer", addr, "name", name, "err", err)
+		// Tell the peer why, so its log says more than "connection reset".
+		_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = conn.Write(appendClose(nil, err.Error()))
+	default:
+		log.Info("connection lost", "peer", addr, "name", name, "err", err)
+	}
+	h.Disconnect(peer, err)
+}
+
+func readLoop(conn net.Conn, fr *FrameReader, o *ServerOptions, h Handler) error {
+	dec := NewDecoder(o.Limits, o.Interner)
+	st := o.Stats
+	var deadline time.Time
+	for {
+		// Moving the deadline every frame is wasted work at thousands of
+		// frames a second; a quarter of the timeout is precise enough.
+		if now := time.Now(); deadline.Sub(now) < o.ReadTimeout*3/4 {
+			deadline = now.Add(o.ReadTimeout)
+			_ = conn.SetReadDeadline(deadline)
+		}
+		typ, payload, err := fr.Next()
+		if err != nil {
+			return err
+		}
+		st.Frames.Add(1)
+		st.Bytes.Add(uint64(len(payload) + headerSize + trailerSize))
+		if typ == frameClose {
+			return nil
+		}
+		before := dec.Values
+		if err := dec.Decode(typ, payload, h); err != nil {
+			return err
+		}
+		if n := dec.Values - before; n > 0 {
+			st.Values.Add(n)
+		}
+	}
+}
