@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,7 +48,8 @@ func run() error {
 	if *framing != "newline" && *framing != "octet" {
 		return fmt.Errorf("-framing %q: want newline or octet", *framing)
 	}
-	if *addr == "" {
+	local := *addr == ""
+	if local {
 		stop, tcp, base, err := startLocal(*dir)
 		if err != nil {
 			return err
@@ -101,6 +103,13 @@ func run() error {
 	st, _ := stats(*api)
 	fmt.Printf("store: %d records, %d bytes in %d segments; %d patterns; udp dropped %d, rejected %d, malformed %d\n",
 		st.Store.Records, st.Store.Bytes, st.Store.Segments, st.Patterns, st.UDPDropped, st.Rejected, st.Malformed)
+	if local {
+		// The sender's buffers are gone; what is left is mostly the service.
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		fmt.Printf("in-process heap after GC: %d MiB in use, %d MiB from the OS\n", ms.HeapInuse>>20, ms.Sys>>20)
+	}
 	if !*verify {
 		return nil
 	}

@@ -1,0 +1,134 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/vigil-hpc/vigil/internal/samplerd"
+	"github.com/vigil-hpc/vigil/internal/server"
+)
+
+func init() {
+	register(Command{Name: "demo", Summary: "run a whole Vigil in one process: server, dashboard, aggregator, this node and N simulated nodes", Run: runDemo})
+}
+
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	nodes := fs.Int("nodes", 512, "simulated nodes")
+	data := fs.String("data", "", "data directory (default: a temporary one, removed on exit)")
+	httpAddr := fs.String("http", "127.0.0.1:9090", "dashboard and API address")
+	interval := fs.Duration("interval", time.Second, "sampling interval of every node")
+	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *nodes < 0 || *nodes > 100_000 {
+		return fmt.Errorf("--nodes %d: want 0..100000", *nodes)
+	}
+	if *interval < 10*time.Millisecond {
+		return fmt.Errorf("--interval %s: want at least 10ms", *interval)
+	}
+	dir := *data
+	if dir == "" {
+		d, err := os.MkdirTemp("", "vigil-demo-*")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	hl, err := net.Listen("tcp", *httpAddr)
+	if err != nil {
+		return fmt.Errorf("--http %s: %w (is another Vigil running? try --http 127.0.0.1:0)", *httpAddr, err)
+	}
+	httpBound := hl.Addr().String()
+	hl.Close()
+	wireAddr, err := loopbackAddr()
+	if err != nil {
+		return err
+	}
+	aggAddr, err := loopbackAddr()
+	if err != nil {
+		return err
+	}
+	aggHTTP, err := loopbackAddr()
+	if err != nil {
+		return err
+	}
+	iv := interval.String()
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		return server.Run(gctx, []string{"--http", httpBound, "--listen", wireAddr, "--data", dir,
+			"--interval", iv, "--log-level", *logLevel}, stdout, stderr)
+	})
+	if err := waitListening(gctx, wireAddr); err != nil {
+		return errors.Join(err, g.Wait())
+	}
+	g.Go(func() error {
+		return runAggregator(gctx, []string{"--name", "demo-agg", "--listen", aggAddr, "--upstream", wireAddr,
+			"--http", aggHTTP, "--interval", iv, "--log-level", *logLevel}, stdout, stderr)
+	})
+	if err := waitListening(gctx, aggAddr); err != nil {
+		return errors.Join(err, g.Wait())
+	}
+	g.Go(func() error {
+		// This machine's real sampler; --gomaxprocs 0 leaves the demo
+		// process's thread count alone.
+		return samplerd.Run(gctx, []string{"--upstream", aggAddr, "--listen", "none", "--interval", iv,
+			"--gomaxprocs", "0", "--log-level", *logLevel}, stdout, stderr)
+	})
+	if *nodes > 0 {
+		g.Go(func() error {
+			return runSimulate(gctx, []string{"--nodes", strconv.Itoa(*nodes), "--upstream", aggAddr,
+				"--interval", iv, "--log-level", *logLevel}, stdout, stderr)
+		})
+	}
+	fmt.Fprintf(stdout, "Vigil demo: %d simulated nodes + this machine, data in %s\n", *nodes, dir)
+	fmt.Fprintf(stdout, "  dashboard   http://%s/\n", httpBound)
+	fmt.Fprintf(stdout, "  query API   http://%s/api/v1/query?query=up\n", httpBound)
+	fmt.Fprintf(stdout, "  aggregator  %s (metrics at http://%s/metrics)\n", aggAddr, aggHTTP)
+	fmt.Fprintf(stdout, "  try:        bin/vigil query 'count(up == 1)' --server http://%s\n", httpBound)
+	fmt.Fprintln(stdout, "Press Ctrl-C to stop.")
+	err = g.Wait()
+	if ctx.Err() != nil {
+		fmt.Fprintln(stdout, "Vigil demo stopped.")
+		return nil
+	}
+	return err
+}
+
+// loopbackAddr finds a free loopback port for a component of the demo.
+func loopbackAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+func waitListening(ctx context.Context, addr string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("demo: nothing listening on %s after 30s", addr)
+}

@@ -1,0 +1,606 @@
+// Package query evaluates PromQL over the store and serves the Prometheus
+// HTTP API v1, so Grafana's Prometheus data source and promtool work
+// unchanged. It is the only package that imports prometheus/promql.
+package query
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/util/annotations"
+
+	"github.com/vigil-hpc/vigil/internal/buildinfo"
+)
+
+// Defaults for Options fields left zero.
+const (
+	DefaultTimeout       = 2 * time.Minute
+	DefaultMaxSamples    = 50_000_000
+	DefaultMaxConcurrent = 20
+	DefaultLookback      = 5 * time.Minute
+	// maxPoints is Prometheus' limit on steps of a range query.
+	maxPoints = 11000
+)
+
+// Options are the engine's limits.
+type Options struct {
+	// Timeout bounds one query, including the wait for a free slot.
+	Timeout time.Duration
+	// MaxSamples bounds the samples one query may hold in memory.
+	MaxSamples int
+	// MaxConcurrent bounds queries evaluated at once; others wait.
+	MaxConcurrent int
+	// LookbackDelta is how far back an instant selector looks.
+	LookbackDelta time.Duration
+	// Metadata supplies /api/v1/metadata; nil serves an empty result.
+	Metadata func() map[string]Metadata
+	Logger   *slog.Logger
+}
+
+// Metadata is the HELP/TYPE information of one metric name.
+type Metadata struct {
+	Type string `json:"type"`
+	Help string `json:"help"`
+	Unit string `json:"unit"`
+}
+
+// API serves PromQL over a storage.Queryable.
+type API struct {
+	q    storage.Queryable
+	ng   *promql.Engine
+	sem  chan struct{}
+	opts Options
+	log  *slog.Logger
+}
+
+// New returns an API over q.
+func New(q storage.Queryable, opts Options) *API {
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.MaxSamples <= 0 {
+		opts.MaxSamples = DefaultMaxSamples
+	}
+	if opts.MaxConcurrent <= 0 {
+		opts.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if opts.LookbackDelta <= 0 {
+		opts.LookbackDelta = DefaultLookback
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	ng := promql.NewEngine(promql.EngineOpts{
+		Logger:               opts.Logger.With("component", "promql"),
+		MaxSamples:           opts.MaxSamples,
+		Timeout:              opts.Timeout,
+		LookbackDelta:        opts.LookbackDelta,
+		EnableAtModifier:     true,
+		EnableNegativeOffset: true,
+		// Subqueries without a step use one minute, Prometheus' default
+		// evaluation interval.
+		NoStepSubqueryIntervalFn: func(int64) int64 { return time.Minute.Milliseconds() },
+	})
+	return &API{q: q, ng: ng, sem: make(chan struct{}, opts.MaxConcurrent), opts: opts, log: opts.Logger}
+}
+
+// Register adds the /api/v1 routes to mux.
+func (a *API) Register(mux *http.ServeMux) {
+	for path, h := range map[string]http.HandlerFunc{
+		"/api/v1/query":               a.query,
+		"/api/v1/query_range":         a.queryRange,
+		"/api/v1/series":              a.series,
+		"/api/v1/labels":              a.labelNames,
+		"/api/v1/label/{name}/values": a.labelValues,
+		"/api/v1/query_exemplars":     a.exemplars,
+	} {
+		mux.HandleFunc("GET "+path, h)
+		mux.HandleFunc("POST "+path, h)
+	}
+	mux.HandleFunc("GET /api/v1/metadata", a.metadata)
+	mux.HandleFunc("GET /api/v1/status/buildinfo", a.buildinfo)
+}
+
+// Error types and their HTTP status, as in the Prometheus API.
+const (
+	errBadData     = "bad_data"
+	errExec        = "execution"
+	errCanceled    = "canceled"
+	errTimeout     = "timeout"
+	errInternal    = "internal"
+	errUnavailable = "unavailable"
+)
+
+// statusClientClosed is nginx's code for a client that went away; the
+// Prometheus API uses it for canceled queries.
+const statusClientClosed = 499
+
+func errorStatus(typ string) int {
+	switch typ {
+	case errBadData:
+		return http.StatusBadRequest
+	case errExec:
+		return http.StatusUnprocessableEntity
+	case errCanceled:
+		return statusClientClosed
+	case errTimeout, errUnavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+type apiError struct {
+	typ string
+	err error
+}
+
+func (e *apiError) Error() string { return e.err.Error() }
+
+func badData(format string, args ...any) *apiError {
+	return &apiError{errBadData, fmt.Errorf(format, args...)}
+}
+
+func (a *API) writeError(w http.ResponseWriter, e *apiError) {
+	b := append(make([]byte, 0, 128), `{"status":"error","errorType":`...)
+	b = appendString(b, e.typ)
+	b = append(b, `,"error":`...)
+	b = appendString(b, e.err.Error())
+	b = append(b, '}')
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(errorStatus(e.typ))
+	if _, err := w.Write(b); err != nil {
+		a.log.Debug("write error response", "err", err)
+	}
+}
+
+// writeData writes {"status":"success","data":DATA[,"warnings":..]} where
+// data appends DATA.
+func (a *API) writeData(w http.ResponseWriter, data func([]byte) []byte, warnings, infos []string) {
+	b := append(make([]byte, 0, 4096), `{"status":"success","data":`...)
+	b = data(b)
+	if len(warnings) > 0 {
+		b = append(b, `,"warnings":`...)
+		b = appendStrings(b, warnings)
+	}
+	if len(infos) > 0 {
+		b = append(b, `,"infos":`...)
+		b = appendStrings(b, infos)
+	}
+	b = append(b, '}')
+	w.Header().Set("Content-Type", "application/json")
+	if _, err := w.Write(b); err != nil {
+		a.log.Debug("write response", "err", err)
+	}
+}
+
+// form parses query string and POST form together, as Prometheus does.
+func form(r *http.Request) (func(string) string, *apiError) {
+	if err := r.ParseForm(); err != nil {
+		return nil, badData("error parsing form values: %w", err)
+	}
+	return r.Form.Get, nil
+}
+
+// queryContext applies the request's timeout parameter (bounded by the
+// configured one).
+func (a *API) queryContext(r *http.Request, get func(string) string) (context.Context, context.CancelFunc, *apiError) {
+	timeout := a.opts.Timeout
+	if s := get("timeout"); s != "" {
+		d, err := ParseDuration(s)
+		if err != nil || d <= 0 {
+			return nil, nil, badData("invalid parameter \"timeout\": %q", s)
+		}
+		timeout = min(timeout, d)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	return ctx, cancel, nil
+}
+
+// acquire waits for a query slot.
+func (a *API) acquire(ctx context.Context) *apiError {
+	select {
+	case a.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return &apiError{errTimeout, errors.New("query timed out waiting for a free query slot")}
+		}
+		return &apiError{errCanceled, ctx.Err()}
+	}
+}
+
+func (a *API) release() { <-a.sem }
+
+// Instant evaluates qs at ts. The caller must call the returned close
+// function when done with the value.
+func (a *API) Instant(ctx context.Context, qs string, ts time.Time) (*promql.Result, func(), error) {
+	if e := a.acquire(ctx); e != nil {
+		return nil, nil, e
+	}
+	q, err := a.ng.NewInstantQuery(ctx, a.q, nil, qs, ts)
+	if err != nil {
+		a.release()
+		return nil, nil, badData("invalid parameter \"query\": %w", err)
+	}
+	res := q.Exec(ctx)
+	return res, func() { q.Close(); a.release() }, nil
+}
+
+// Range evaluates qs from start to end every step.
+func (a *API) Range(ctx context.Context, qs string, start, end time.Time, step time.Duration) (*promql.Result, func(), error) {
+	if e := a.acquire(ctx); e != nil {
+		return nil, nil, e
+	}
+	q, err := a.ng.NewRangeQuery(ctx, a.q, nil, qs, start, end, step)
+	if err != nil {
+		a.release()
+		return nil, nil, badData("invalid parameter \"query\": %w", err)
+	}
+	res := q.Exec(ctx)
+	return res, func() { q.Close(); a.release() }, nil
+}
+
+// resultError maps engine errors onto API error types.
+func resultError(err error) *apiError {
+	var (
+		canceled promql.ErrQueryCanceled
+		timeout  promql.ErrQueryTimeout
+		stor     promql.ErrStorage
+		ae       *apiError
+	)
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.As(err, &canceled), errors.Is(err, context.Canceled):
+		return &apiError{errCanceled, err}
+	case errors.As(err, &timeout), errors.Is(err, context.DeadlineExceeded):
+		return &apiError{errTimeout, err}
+	case errors.As(err, &stor):
+		return &apiError{errInternal, err}
+	}
+	return &apiError{errExec, err}
+}
+
+func (a *API) query(w http.ResponseWriter, r *http.Request) {
+	get, e := form(r)
+	if e != nil {
+		a.writeError(w, e)
+		return
+	}
+	qs := get("query")
+	if qs == "" {
+		a.writeError(w, badData("invalid parameter \"query\": no query given"))
+		return
+	}
+	ts, err := timeParam(get, "time", time.Now())
+	if err != nil {
+		a.writeError(w, badData("%w", err))
+		return
+	}
+	ctx, cancel, e := a.queryContext(r, get)
+	if e != nil {
+		a.writeError(w, e)
+		return
+	}
+	defer cancel()
+	a.run(w, qs, func() (*promql.Result, func(), error) { return a.Instant(ctx, qs, ts) })
+}
+
+func (a *API) queryRange(w http.ResponseWriter, r *http.Request) {
+	get, e := form(r)
+	if e != nil {
+		a.writeError(w, e)
+		return
+	}
+	qs := get("query")
+	if qs == "" {
+		a.writeError(w, badData("invalid parameter \"query\": no query given"))
+		return
+	}
+	var start, end time.Time
+	var step time.Duration
+	for _, p := range []struct {
+		name string
+		f    func(string) error
+	}{
+		{"start", func(s string) (err error) { start, err = ParseTime(s); return }},
+		{"end", func(s string) (err error) { end, err = ParseTime(s); return }},
+		{"step", func(s string) (err error) { step, err = ParseDuration(s); return }},
+	} {
+		v := get(p.name)
+		if v == "" {
+			a.writeError(w, badData("invalid parameter %q: missing", p.name))
+			return
+		}
+		if err := p.f(v); err != nil {
+			a.writeError(w, badData("invalid parameter %q: %w", p.name, err))
+			return
+		}
+	}
+	switch {
+	case end.Before(start):
+		a.writeError(w, badData("invalid parameter \"end\": end timestamp must not be before start time"))
+		return
+	case step <= 0:
+		a.writeError(w, badData("invalid parameter \"step\": zero or negative query resolution step widths are not accepted. Try a positive integer"))
+		return
+	case end.Sub(start)/step > maxPoints:
+		a.writeError(w, badData("exceeded maximum resolution of %d points per timeseries. Try decreasing the query resolution (?step=XX)", maxPoints))
+		return
+	}
+	ctx, cancel, e := a.queryContext(r, get)
+	if e != nil {
+		a.writeError(w, e)
+		return
+	}
+	defer cancel()
+	a.run(w, qs, func() (*promql.Result, func(), error) { return a.Range(ctx, qs, start, end, step) })
+}
+
+func (a *API) run(w http.ResponseWriter, qs string, exec func() (*promql.Result, func(), error)) {
+	res, done, err := exec()
+	if err != nil {
+		a.writeError(w, resultError(err))
+		return
+	}
+	defer done()
+	if res.Err != nil {
+		a.writeError(w, resultError(res.Err))
+		return
+	}
+	warnings, infos := res.Warnings.AsStrings(qs, 10, 10)
+	a.writeData(w, func(b []byte) []byte { return appendResult(b, res.Value) }, warnings, infos)
+}
+
+// selectors parses the match[] parameters.
+func selectors(r *http.Request) ([][]*labels.Matcher, *apiError) {
+	var out [][]*labels.Matcher
+	for _, s := range r.Form["match[]"] {
+		ms, err := parser.ParseMetricSelector(s)
+		if err != nil {
+			return nil, badData("invalid parameter \"match[]\": %w", err)
+		}
+		out = append(out, ms)
+	}
+	return out, nil
+}
+
+// rangeParams reads start, end and limit of the metadata endpoints.
+func rangeParams(get func(string) string) (start, end time.Time, limit int, e *apiError) {
+	var err error
+	if start, err = timeParam(get, "start", minTime); err != nil {
+		return start, end, 0, badData("%w", err)
+	}
+	if end, err = timeParam(get, "end", maxTime); err != nil {
+		return start, end, 0, badData("%w", err)
+	}
+	if end.Before(start) {
+		return start, end, 0, badData("invalid parameter \"end\": end timestamp must not be before start time")
+	}
+	if s := get("limit"); s != "" {
+		if limit, err = strconv.Atoi(s); err != nil || limit < 0 {
+			return start, end, 0, badData("invalid parameter \"limit\": %q is not a non-negative integer", s)
+		}
+	}
+	return start, end, limit, nil
+}
+
+func (a *API) querier(r *http.Request) (func(string) string, storage.Querier, [][]*labels.Matcher, int, *storage.LabelHints, *apiError) {
+	get, e := form(r)
+	if e != nil {
+		return nil, nil, nil, 0, nil, e
+	}
+	start, end, limit, e := rangeParams(get)
+	if e != nil {
+		return nil, nil, nil, 0, nil, e
+	}
+	sel, e := selectors(r)
+	if e != nil {
+		return nil, nil, nil, 0, nil, e
+	}
+	q, err := a.q.Querier(start.UnixMilli(), end.UnixMilli())
+	if err != nil {
+		return nil, nil, nil, 0, nil, &apiError{errInternal, err}
+	}
+	hints := &storage.LabelHints{}
+	if limit > 0 {
+		hints.Limit = limit + 1 // one more, to know a warning is due
+	}
+	return get, q, sel, limit, hints, nil
+}
+
+func (a *API) series(w http.ResponseWriter, r *http.Request) {
+	_, q, sel, limit, _, e := a.querier(r)
+	if e != nil {
+		a.writeError(w, e)
+		return
+	}
+	defer q.Close()
+	if len(sel) == 0 {
+		a.writeError(w, badData("no match[] parameter provided"))
+		return
+	}
+	ctx := r.Context()
+	hints := &storage.SelectHints{Start: math.MinInt64, End: math.MaxInt64, Func: "series"}
+	sets := make([]storage.SeriesSet, 0, len(sel))
+	for _, ms := range sel {
+		sets = append(sets, q.Select(ctx, len(sel) > 1, hints, ms...))
+	}
+	set := storage.NewMergeSeriesSet(sets, 0, storage.ChainedSeriesMerge)
+	var list []labels.Labels
+	var warnings annotations.Annotations
+	for set.Next() {
+		if limit > 0 && len(list) >= limit {
+			warnings.Add(errors.New("results truncated due to limit"))
+			break
+		}
+		list = append(list, set.At().Labels())
+	}
+	if err := set.Err(); err != nil {
+		a.writeError(w, resultError(promql.ErrStorage{Err: err}))
+		return
+	}
+	warnings.Merge(set.Warnings())
+	ws, infos := warnings.AsStrings("", 10, 10)
+	a.writeData(w, func(b []byte) []byte {
+		b = append(b, '[')
+		for i, ls := range list {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendLabels(b, ls)
+		}
+		return append(b, ']')
+	}, ws, infos)
+}
+
+func (a *API) labelNames(w http.ResponseWriter, r *http.Request) {
+	_, q, sel, limit, hints, e := a.querier(r)
+	if e != nil {
+		a.writeError(w, e)
+		return
+	}
+	defer q.Close()
+	a.writeStringSet(w, limit, sel, func(ms []*labels.Matcher) ([]string, annotations.Annotations, error) {
+		return q.LabelNames(r.Context(), hints, ms...)
+	})
+}
+
+func (a *API) labelValues(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if name == "" || !utf8.ValidString(name) {
+		a.writeError(w, badData("invalid label name: %q", name))
+		return
+	}
+	_, q, sel, limit, hints, e := a.querier(r)
+	if e != nil {
+		a.writeError(w, e)
+		return
+	}
+	defer q.Close()
+	a.writeStringSet(w, limit, sel, func(ms []*labels.Matcher) ([]string, annotations.Annotations, error) {
+		return q.LabelValues(r.Context(), name, hints, ms...)
+	})
+}
+
+// writeStringSet unions the sorted answers of each selector (or of none).
+func (a *API) writeStringSet(w http.ResponseWriter, limit int, sel [][]*labels.Matcher, get func([]*labels.Matcher) ([]string, annotations.Annotations, error)) {
+	if len(sel) == 0 {
+		sel = [][]*labels.Matcher{nil}
+	}
+	seen := map[string]struct{}{}
+	var warnings annotations.Annotations
+	for _, ms := range sel {
+		vals, ws, err := get(ms)
+		if err != nil {
+			a.writeError(w, resultError(promql.ErrStorage{Err: err}))
+			return
+		}
+		warnings.Merge(ws)
+		for _, v := range vals {
+			seen[v] = struct{}{}
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for v := range seen {
+		out = append(out, v)
+	}
+	slices.Sort(out)
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+		warnings.Add(errors.New("results truncated due to limit"))
+	}
+	ws, infos := warnings.AsStrings("", 10, 10)
+	a.writeData(w, func(b []byte) []byte { return appendStrings(b, out) }, ws, infos)
+}
+
+// exemplars answers with none: Vigil stores no exemplars, but Grafana asks.
+func (a *API) exemplars(w http.ResponseWriter, _ *http.Request) {
+	a.writeData(w, func(b []byte) []byte { return append(b, "[]"...) }, nil, nil)
+}
+
+func (a *API) metadata(w http.ResponseWriter, r *http.Request) {
+	get, e := form(r)
+	if e != nil {
+		a.writeError(w, e)
+		return
+	}
+	limit, perMetric := -1, -1
+	for _, p := range []struct {
+		name string
+		dst  *int
+	}{{"limit", &limit}, {"limit_per_metric", &perMetric}} {
+		if s := get(p.name); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil {
+				a.writeError(w, badData("invalid parameter %q: %q is not an integer", p.name, s))
+				return
+			}
+			*p.dst = n
+		}
+	}
+	var md map[string]Metadata
+	if a.opts.Metadata != nil {
+		md = a.opts.Metadata()
+	}
+	names := make([]string, 0, len(md))
+	metric := get("metric")
+	for n := range md {
+		if metric == "" || n == metric {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	if limit >= 0 && len(names) > limit {
+		names = names[:limit]
+	}
+	a.writeData(w, func(b []byte) []byte {
+		b = append(b, '{')
+		for i, n := range names {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, n)
+			b = append(b, ':')
+			if perMetric == 0 {
+				b = append(b, "[]"...)
+				continue
+			}
+			m := md[n]
+			b = append(b, `[{"type":`...)
+			b = appendString(b, m.Type)
+			b = append(b, `,"help":`...)
+			b = appendString(b, m.Help)
+			b = append(b, `,"unit":`...)
+			b = appendString(b, m.Unit)
+			b = append(b, "}]"...)
+		}
+		return append(b, '}')
+	}, nil, nil)
+}
+
+func (a *API) buildinfo(w http.ResponseWriter, _ *http.Request) {
+	a.writeData(w, func(b []byte) []byte {
+		b = append(b, `{"version":`...)
+		b = appendString(b, buildinfo.Version)
+		b = append(b, `,"revision":`...)
+		b = appendString(b, buildinfo.Revision)
+		b = append(b, `,"branch":"","buildUser":"","buildDate":"","goVersion":`...)
+		b = appendString(b, runtime.Version())
+		return append(b, '}')
+	}, nil, nil)
+}

@@ -1,0 +1,207 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+	"github.com/prometheus/common/model"
+
+	"github.com/vigil-hpc/vigil/internal/store"
+)
+
+// Config is the [server] table of vigil.toml.
+//
+// It is decoded here rather than by package config because config is
+// linked into the lean sampler binary, which must not pull in the store.
+// The lead may move the table into config.File once the schema settles.
+type Config struct {
+	HTTP   string `toml:"http"`
+	Listen string `toml:"listen"`
+	Data   string `toml:"data"`
+	// KeyFile holds the stream's shared key; without one only loopback
+	// peers may connect to Listen.
+	KeyFile string `toml:"key_file"`
+	// Interval is the nodes' sampling interval; a node silent for three
+	// of them is marked down.
+	Interval Duration `toml:"interval"`
+
+	Retention        Duration `toml:"retention"`
+	RetentionBytes   int64    `toml:"retention_bytes"`
+	OutOfOrderWindow Duration `toml:"out_of_order_window"`
+
+	QueryTimeout       Duration `toml:"query_timeout"`
+	QueryMaxSamples    int      `toml:"query_max_samples"`
+	QueryMaxConcurrent int      `toml:"query_max_concurrent"`
+}
+
+// DefaultConfig is used where neither file nor flags say otherwise.
+func DefaultConfig() Config {
+	return Config{
+		HTTP:      DefaultHTTP,
+		Data:      DefaultData,
+		Retention: Duration(store.DefaultRetention),
+		Interval:  Duration(time.Second),
+	}
+}
+
+// Duration accepts Prometheus durations ("15d", "2h30m") in TOML.
+type Duration time.Duration
+
+// UnmarshalText parses a Prometheus duration ("15d") or a Go one ("1.5s",
+// what time.Duration.String writes).
+func (d *Duration) UnmarshalText(b []byte) error {
+	if v, err := model.ParseDuration(string(b)); err == nil {
+		*d = Duration(v)
+		return nil
+	}
+	if v, err := time.ParseDuration(string(b)); err == nil && v >= 0 {
+		*d = Duration(v)
+		return nil
+	}
+	return fmt.Errorf("invalid duration %q (want e.g. \"30s\", \"2h\" or \"15d\")", b)
+}
+
+// MarshalText writes the duration as Prometheus does.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(model.Duration(d).String()), nil }
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// String and Set make Duration a flag.Value.
+func (d *Duration) String() string { return model.Duration(*d).String() }
+
+// Set parses a flag value.
+func (d *Duration) Set(s string) error { return d.UnmarshalText([]byte(s)) }
+
+// LoadConfig reads the [server] table of path strictly (unknown keys are
+// errors) and ignores the other tables, which belong to other daemons.
+func LoadConfig(path string) (Config, error) {
+	cfg := DefaultConfig()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return cfg, fmt.Errorf("read config: %w", err)
+	}
+	return parseConfig(path, data, cfg)
+}
+
+func parseConfig(name string, data []byte, cfg Config) (Config, error) {
+	var top map[string]any
+	if err := toml.Unmarshal(data, &top); err != nil {
+		return cfg, fmt.Errorf("%s: %w", name, err)
+	}
+	tbl, ok := top["server"]
+	if !ok {
+		return cfg, nil
+	}
+	if _, ok := tbl.(map[string]any); !ok {
+		return cfg, fmt.Errorf("%s: server: want a table", name)
+	}
+	// Re-encode the one table so it can be decoded strictly on its own.
+	raw, err := toml.Marshal(tbl)
+	if err != nil {
+		return cfg, fmt.Errorf("%s: [server]: %w", name, err)
+	}
+	dec := toml.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
+		var sm *toml.StrictMissingError
+		if errors.As(err, &sm) && len(sm.Errors) > 0 {
+			return cfg, fmt.Errorf("%s: [server]: unknown key %q", name, strings.Join(sm.Errors[0].Key(), "."))
+		}
+		return cfg, fmt.Errorf("%s: [server]: %w", name, err)
+	}
+	return cfg, cfg.validate(name)
+}
+
+func (c Config) validate(name string) error {
+	var errs []error
+	if c.HTTP == "" {
+		errs = append(errs, errors.New("http: empty address"))
+	}
+	if c.Data == "" {
+		errs = append(errs, errors.New("data: empty directory"))
+	}
+	for _, v := range []struct {
+		key string
+		n   int64
+	}{
+		{"interval", int64(c.Interval)}, {"retention", int64(c.Retention)}, {"retention_bytes", c.RetentionBytes},
+		{"out_of_order_window", int64(c.OutOfOrderWindow)}, {"query_timeout", int64(c.QueryTimeout)},
+		{"query_max_samples", int64(c.QueryMaxSamples)}, {"query_max_concurrent", int64(c.QueryMaxConcurrent)},
+	} {
+		if v.n < 0 {
+			errs = append(errs, fmt.Errorf("%s: must not be negative", v.key))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s: [server]: %w", name, errors.Join(errs...))
+	}
+	return nil
+}
+
+type flags struct {
+	configFile, logLevel string
+	cfg                  Config
+}
+
+func (f *flags) register(fs *flag.FlagSet) {
+	d := DefaultConfig()
+	fs.StringVar(&f.configFile, "config", "", "configuration file (TOML, [server] table); optional")
+	fs.StringVar(&f.cfg.HTTP, "http", d.HTTP, "serve the HTTP API (Prometheus API v1, remote write) on this address")
+	fs.StringVar(&f.cfg.Listen, "listen", "", "accept the aggregators' or samplers' stream on this address (default: off)")
+	fs.StringVar(&f.cfg.KeyFile, "key-file", "", "shared key of the stream (default: none, loopback peers only)")
+	f.cfg.Interval = d.Interval
+	fs.Var(&f.cfg.Interval, "interval", "the nodes' sampling interval; silent for 3 of them means down")
+	fs.StringVar(&f.cfg.Data, "data", d.Data, "data directory (blocks and WAL)")
+	f.cfg.Retention = d.Retention
+	fs.Var(&f.cfg.Retention, "retention", "drop data older than this (e.g. 15d)")
+	fs.Int64Var(&f.cfg.RetentionBytes, "retention-bytes", 0, "drop oldest blocks beyond this many bytes (0: no limit)")
+	fs.Var(&f.cfg.QueryTimeout, "query-timeout", "maximum time one query may take (default 2m)")
+	fs.IntVar(&f.cfg.QueryMaxSamples, "query-max-samples", 0, "maximum samples one query may load (default 50000000)")
+	fs.IntVar(&f.cfg.QueryMaxConcurrent, "query-max-concurrency", 0, "maximum queries evaluated at once (default 20)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+}
+
+// config merges defaults, the file and the flags given on the command line,
+// in that order.
+func (f *flags) config(fs *flag.FlagSet) (Config, error) {
+	cfg := DefaultConfig()
+	if f.configFile != "" {
+		c, err := LoadConfig(f.configFile)
+		if err != nil {
+			return cfg, err
+		}
+		cfg = c
+	}
+	fs.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
+		case "http":
+			cfg.HTTP = f.cfg.HTTP
+		case "listen":
+			cfg.Listen = f.cfg.Listen
+		case "data":
+			cfg.Data = f.cfg.Data
+		case "key-file":
+			cfg.KeyFile = f.cfg.KeyFile
+		case "interval":
+			cfg.Interval = f.cfg.Interval
+		case "retention":
+			cfg.Retention = f.cfg.Retention
+		case "retention-bytes":
+			cfg.RetentionBytes = f.cfg.RetentionBytes
+		case "query-timeout":
+			cfg.QueryTimeout = f.cfg.QueryTimeout
+		case "query-max-samples":
+			cfg.QueryMaxSamples = f.cfg.QueryMaxSamples
+		case "query-max-concurrency":
+			cfg.QueryMaxConcurrent = f.cfg.QueryMaxConcurrent
+		}
+	})
+	return cfg, cfg.validate("command line")
+}

@@ -1,0 +1,434 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang/snappy"
+	"github.com/prometheus/prometheus/prompb"
+
+	"github.com/vigil-hpc/vigil/internal/metric"
+	"github.com/vigil-hpc/vigil/internal/query"
+	"github.com/vigil-hpc/vigil/internal/wire"
+)
+
+var base = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
+// startServer serves a fresh store on a loopback port until the test ends.
+func startServer(t *testing.T) (*Server, string) {
+	s, srv, _ := startServerStream(t, false)
+	return s, srv
+}
+
+// startServerStream also listens for the tree's stream if stream is set
+// and returns that address.
+func startServerStream(t *testing.T, stream bool) (*Server, string, string) {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Data = t.TempDir()
+	s, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var streamLn net.Listener
+	streamAddr := ""
+	if stream {
+		if streamLn, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		streamAddr = streamLn.Addr().String()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln, streamLn) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return s, "http://" + ln.Addr().String(), streamAddr
+}
+
+func encodeWrite(t *testing.T, req *prompb.WriteRequest) []byte {
+	t.Helper()
+	raw, err := req.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snappy.Encode(nil, raw)
+}
+
+func postWrite(t *testing.T, srv string, body []byte, contentType string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest("POST", srv+"/api/v1/write", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Encoding", "snappy")
+	req.Header.Set("Content-Type", contentType)
+	req.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func getJSON(t *testing.T, u string) string {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func series(name string, lbls []string, pts ...[2]float64) prompb.TimeSeries {
+	ts := prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: name}}}
+	for i := 0; i+1 < len(lbls); i += 2 {
+		ts.Labels = append(ts.Labels, prompb.Label{Name: lbls[i], Value: lbls[i+1]})
+	}
+	for _, p := range pts {
+		ts.Samples = append(ts.Samples, prompb.Sample{Timestamp: int64(p[0]), Value: p[1]})
+	}
+	return ts
+}
+
+func TestRemoteWriteRoundTrip(t *testing.T) {
+	_, srv := startServer(t)
+	ms := float64(base.UnixMilli())
+	req := &prompb.WriteRequest{
+		Timeseries: []prompb.TimeSeries{
+			// Labels deliberately unsorted: the receiver must sort them.
+			series("node_memory_MemFree_bytes", []string{"job", "node", "instance", "cn01:9100"}, [2]float64{ms, 1024}, [2]float64{ms + 15000, 2048}),
+			series("http_requests_total", []string{"code", "200"}, [2]float64{ms, 7}),
+		},
+		Metadata: []prompb.MetricMetadata{{Type: prompb.MetricMetadata_COUNTER, MetricFamilyName: "http_requests_total", Help: "Requests.", Unit: "requests"}},
+	}
+	code, body := postWrite(t, srv, encodeWrite(t, req), "application/x-protobuf")
+	if code != http.StatusNoContent {
+		t.Fatalf("write: %d %s", code, body)
+	}
+	at := strconv.FormatInt(base.Unix()+15, 10)
+	got := getJSON(t, srv+"/api/v1/query?time="+at+"&query="+url.QueryEscape("node_memory_MemFree_bytes"))
+	want := `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"__name__":"node_memory_MemFree_bytes","instance":"cn01:9100","job":"node"},"value":[` + at + `,"2048"]}]}}`
+	if got != want {
+		t.Errorf("query after write:\n%s\nwant\n%s", got, want)
+	}
+	got = getJSON(t, srv+"/api/v1/metadata?metric=http_requests_total")
+	if want := `{"status":"success","data":{"http_requests_total":[{"type":"counter","help":"Requests.","unit":"requests"}]}}`; got != want {
+		t.Errorf("metadata: %s", got)
+	}
+}
+
+func TestRemoteWriteErrors(t *testing.T) {
+	s, srv := startServer(t)
+	ms := float64(base.UnixMilli())
+	good := encodeWrite(t, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{series("a", nil, [2]float64{ms + 1000, 1})}})
+	if code, body := postWrite(t, srv, good, "application/x-protobuf"); code != 204 {
+		t.Fatalf("good write: %d %s", code, body)
+	}
+	for _, tc := range []struct {
+		name, ct string
+		body     []byte
+		code     int
+		want     string
+	}{
+		{"not snappy", "application/x-protobuf", []byte("\xff\xff\xff\xff\xff\xffgarbage"), 400, "snappy"},
+		{"not protobuf", "application/x-protobuf", snappy.Encode(nil, []byte("\x0a\xff\xff\xff\xff\x0f")), 400, "decode WriteRequest"},
+		{"json", "application/json", good, 415, "content type"},
+		{"remote write 2.0", "application/x-protobuf;proto=io.prometheus.write.v2.Request", good, 415, "not supported"},
+		{"no metric name", "application/x-protobuf", encodeWrite(t, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{
+			{Labels: []prompb.Label{{Name: "job", Value: "x"}}, Samples: []prompb.Sample{{Timestamp: int64(ms), Value: 1}}}}}), 400, "no metric name"},
+		{"duplicate label", "application/x-protobuf", encodeWrite(t, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{
+			series("b", []string{"x", "1", "x", "2"}, [2]float64{ms, 1})}}), 400, `duplicate label "x"`},
+		{"out of order", "application/x-protobuf", encodeWrite(t, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{
+			series("a", nil, [2]float64{ms, 9}), series("c", nil, [2]float64{ms, 3})}}), 400, "out of order"},
+	} {
+		code, body := postWrite(t, srv, tc.body, tc.ct)
+		if code != tc.code || !strings.Contains(body, tc.want) {
+			t.Errorf("%s: %d %q, want %d containing %q", tc.name, code, body, tc.code, tc.want)
+		}
+	}
+	// The valid series of the rejected request was still stored.
+	at := strconv.FormatInt(base.Unix()+1, 10)
+	if got := getJSON(t, srv+"/api/v1/query?time="+at+"&query=c"); !strings.Contains(got, `"value":[`+at+`,"3"]`) {
+		t.Errorf("series c after partial rejection: %s", got)
+	}
+	if stored, rejected := s.rw.Stats(); stored != 2 || rejected != 3 {
+		t.Errorf("stats stored=%d rejected=%d, want 2 and 3", stored, rejected)
+	}
+}
+
+func FuzzDecodeWriteRequest(f *testing.F) {
+	raw, _ := (&prompb.WriteRequest{Timeseries: []prompb.TimeSeries{series("a", []string{"b", "c"}, [2]float64{1, 2})}}).Marshal()
+	f.Add(snappy.Encode(nil, raw))
+	f.Add([]byte{})
+	f.Add([]byte("\x00"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var req prompb.WriteRequest
+		if err := decodeWriteRequest(body, &req); err != nil {
+			return
+		}
+		for _, ts := range req.Timeseries {
+			_ = len(ts.Labels) + len(ts.Samples)
+		}
+	})
+}
+
+func TestServeShutsDownAndClosesStore(t *testing.T) {
+	dir := t.TempDir()
+	cfg := DefaultConfig()
+	cfg.Data = dir
+	s, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Store().AppendTick("cn01", base, []*metric.Desc{metric.NewDesc("m", "", metric.Gauge)}, []float64{1}); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln, nil) }()
+	if got := getJSON(t, "http://"+ln.Addr().String()+"/-/healthy"); !strings.Contains(got, "Healthy") {
+		t.Errorf("healthy: %q", got)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Serve did not return after cancel")
+	}
+	// Closed cleanly: the directory opens again with the data in it.
+	s2, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if st := s2.Store().Stats(); st.HeadSeries != 1 {
+		t.Errorf("after restart: %d series, want 1", st.HeadSeries)
+	}
+}
+
+func TestConfig(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.toml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no testdata: %v", err)
+	}
+	wantErr := map[string]string{
+		"unknown_key.bad.toml":  `unknown key "retenion"`,
+		"bad_duration.bad.toml": `invalid duration "15 days"`,
+		"negative.bad.toml":     "query_max_samples: must not be negative",
+		"not_table.bad.toml":    "server: want a table",
+		"syntax.bad.toml":       "syntax.bad.toml",
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			cfg, err := LoadConfig(f)
+			if strings.HasSuffix(f, ".good.toml") {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, ok := wantErr[filepath.Base(f)]
+			if !ok {
+				t.Fatalf("no expected error listed for %s", f)
+			}
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("err = %v, want it to contain %q (cfg %+v)", err, want, cfg)
+			}
+		})
+	}
+	cfg, err := LoadConfig("testdata/full.good.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{HTTP: "127.0.0.1:9999", Data: "/var/lib/vigil", Interval: Duration(time.Second), Retention: Duration(30 * 24 * time.Hour),
+		RetentionBytes: 1 << 30, QueryTimeout: Duration(30 * time.Second), QueryMaxSamples: 1000, QueryMaxConcurrent: 4}
+	if cfg != want {
+		t.Errorf("full config = %+v, want %+v", cfg, want)
+	}
+	cfg, err = LoadConfig("testdata/sampler_only.good.toml")
+	if err != nil || cfg != DefaultConfig() {
+		t.Errorf("file without [server]: %+v, %v; want defaults", cfg, err)
+	}
+}
+
+// TestPromtool drives the server with the real promtool, as an operator's
+// tooling would.
+func TestPromtool(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool not installed (apt-get install prometheus); skipping the promtool end-to-end test")
+	}
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	s, srv := startServer(t)
+	load := metric.NewDesc("node_load1", "1m load average.", metric.Gauge)
+	for i := range 4 {
+		ts := base.Add(time.Duration(i) * 10 * time.Second)
+		for n, node := range []string{"cn01", "cn02"} {
+			if err := s.Store().AppendTick(node, ts, []*metric.Desc{load}, []float64{float64(i*10 + n)}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Store().SetUp(node, ts, n == 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t30 := strconv.FormatInt(base.Unix()+30, 10)
+	out, err := exec.Command(promtool, "query", "instant", "--time="+t30, srv, "up").CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool query instant: %v\n%s", err, out)
+	}
+	want := fmt.Sprintf("up{node=\"cn01\"} => 1 @[%s]\nup{node=\"cn02\"} => 0 @[%s]\n", t30, t30)
+	if string(out) != want {
+		t.Errorf("promtool query instant:\n%s\nwant\n%s", out, want)
+	}
+	out, err = exec.Command(promtool, "query", "range", "--start="+strconv.FormatInt(base.Unix(), 10), "--end="+t30, "--step=10s",
+		srv, `node_load1{node="cn02"}`).CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool query range: %v\n%s", err, out)
+	}
+	var wantR strings.Builder
+	wantR.WriteString("node_load1{node=\"cn02\"} =>\n")
+	for i := range 4 {
+		fmt.Fprintf(&wantR, "%d @[%d]\n", i*10+1, base.Unix()+int64(i)*10)
+	}
+	if string(out) != wantR.String() {
+		t.Errorf("promtool query range:\n%s\nwant\n%s", out, wantR.String())
+	}
+	// A bad query is reported by promtool as the server's error.
+	out, err = exec.Command(promtool, "query", "instant", srv, "sum(").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "bad_data") {
+		t.Errorf("promtool with a bad query: err=%v out=%s, want failure naming bad_data", err, out)
+	}
+	// The JSON the server answers is what vigil query reads too.
+	c := &query.Client{Server: srv}
+	resp, err := c.Instant(context.Background(), "count(up == 1)", base.Add(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct{ Result []json.RawMessage }
+	if err := json.Unmarshal(resp.Data, &d); err != nil || len(d.Result) != 1 {
+		t.Errorf("client result %s: %v", resp.Data, err)
+	}
+}
+
+// TestStream feeds the server through --listen with a wire client, as a
+// sampler or aggregator does.
+func TestStream(t *testing.T) {
+	_, srv, addr := startServerStream(t, true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c, err := wire.NewClient(wire.ClientOptions{Addrs: []string{addr}, Name: "agg1", Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = c.Run(ctx) }()
+	load := metric.NewDesc("node_load1", "1m load average.", metric.Gauge)
+	now := time.Now().Truncate(time.Second)
+	for i, node := range []string{"cn01", "cn02"} {
+		var b metric.Batch
+		b.Reset(now)
+		b.Add(load, float64(i)+0.5)
+		c.Batch(c.NewStream(node), &b)
+	}
+	at := strconv.FormatInt(now.Unix(), 10)
+	var got string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		got = getJSON(t, srv+"/api/v1/query?time="+at+"&query="+url.QueryEscape("node_load1 and on(node) up == 1"))
+		if strings.Count(got, `"node_load1"`) == 2 {
+			break
+		}
+	}
+	for i, node := range []string{"cn01", "cn02"} {
+		want := fmt.Sprintf(`{"metric":{"__name__":"node_load1","node":%q},"value":[%s,"%g"]}`, node, at, float64(i)+0.5)
+		if !strings.Contains(got, want) {
+			t.Errorf("after streaming: %s\nwant it to contain %s", got, want)
+		}
+	}
+}
+
+func TestDuration(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"15d", 15 * 24 * time.Hour, true},
+		{"1h30m", 90 * time.Minute, true},
+		{"1.5s", 1500 * time.Millisecond, true},
+		{"100ms", 100 * time.Millisecond, true},
+		{"-1s", 0, false},
+		{"soon", 0, false},
+	} {
+		var d Duration
+		err := d.Set(tc.in)
+		if (err == nil) != tc.ok || d.D() != tc.want {
+			t.Errorf("Set(%q) = %v, %v; want %v ok=%v", tc.in, d.D(), err, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestServeMissingKeyFile(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Data = t.TempDir()
+	cfg.KeyFile = filepath.Join(t.TempDir(), "absent.key")
+	s, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Serve(context.Background(), ln, sln)
+	if err == nil || !strings.Contains(err.Error(), "stream key") || !strings.Contains(err.Error(), "absent.key") {
+		t.Errorf("err = %v, want it to name the stream key file", err)
+	}
+	// Listeners and store were released.
+	if _, err := net.Dial("tcp", sln.Addr().String()); err == nil {
+		t.Error("stream listener still open")
+	}
+	s2, err := New(cfg, nil)
+	if err != nil {
+		t.Fatalf("store still locked: %v", err)
+	}
+	s2.Close()
+}

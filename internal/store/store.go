@@ -1,0 +1,462 @@
+// Package store is Vigil's time-series storage: a thin wrapper over the
+// Prometheus TSDB (WAL, head block, compaction, retention). It is the only
+// package that imports prometheus/tsdb, because upstream does not promise a
+// stable library API; everything else talks to the methods below and to the
+// storage.Queryable it exposes.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/util/compression"
+
+	"github.com/vigil-hpc/vigil/internal/metric"
+)
+
+// NodeLabel is the label every series appended through AppendTick and
+// SetUp carries.
+const NodeLabel = "node"
+
+// Defaults for Options fields left zero.
+const (
+	DefaultRetention       = 15 * 24 * time.Hour
+	DefaultMaxCachedSeries = 4 << 20
+	// DefaultCacheIdle is how long a node's cached series references
+	// survive without an append before the sweep drops them.
+	DefaultCacheIdle = 15 * time.Minute
+	// staleLookback bounds how far back Gap looks for a series' last
+	// sample; it matches PromQL's default lookback delta, beyond which a
+	// series is invisible anyway.
+	staleLookback = 5 * time.Minute
+)
+
+// Options configure a Store.
+type Options struct {
+	// Dir holds the blocks and the WAL; it is created if missing.
+	Dir string
+	// Retention drops blocks older than this (0: DefaultRetention).
+	Retention time.Duration
+	// MaxBytes drops the oldest blocks while the blocks exceed this size
+	// (0: no size limit). The WAL is not counted, as in Prometheus.
+	MaxBytes int64
+	// OutOfOrderWindow accepts samples up to this much older than the
+	// newest sample of their series (0: reject them). Aggregators that
+	// replay buffered ticks after an outage need it.
+	OutOfOrderWindow time.Duration
+	// MaxCachedSeries bounds the series-reference cache of AppendTick
+	// (0: DefaultMaxCachedSeries). Beyond it new series are appended
+	// without caching: correct, only slower.
+	MaxCachedSeries int
+	// CacheIdle drops a node's cache after this long without appends
+	// (0: DefaultCacheIdle), so descriptors of vanished nodes are freed.
+	CacheIdle time.Duration
+	// MaxMetadata bounds the number of metric names whose HELP and TYPE
+	// are kept for /api/v1/metadata (0: 100,000).
+	MaxMetadata int
+	Logger      *slog.Logger
+}
+
+// Metadata is the HELP/TYPE information of one metric name.
+type Metadata struct {
+	Type string // gauge, counter, untyped, ...
+	Help string
+	Unit string
+}
+
+// Store is safe for concurrent use.
+type Store struct {
+	db   *tsdb.DB
+	log  *slog.Logger
+	opts Options
+
+	mu     sync.Mutex // guards nodes, cached, meta
+	nodes  map[string]*nodeCache
+	cached int
+	meta   map[string]Metadata
+
+	ticks    atomic.Uint64
+	rejected atomic.Uint64
+	gaps     atomic.Uint64
+}
+
+// nodeCache holds the series references of one node. Its mutex is held for
+// a whole tick, which also keeps one node's ticks in order.
+type nodeCache struct {
+	mu       sync.Mutex
+	series   map[*metric.Desc]*seriesRef
+	up       seriesRef
+	lastUsed time.Time // wall clock of the last append, for the idle sweep
+}
+
+// seriesRef is what steady-state appends need: the TSDB's reference and
+// the label set to fall back on if the reference went stale after head GC.
+type seriesRef struct {
+	ref  storage.SeriesRef
+	lset labels.Labels
+}
+
+// Open opens (or creates) the store in opts.Dir, replaying the WAL.
+func Open(opts Options) (*Store, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("store: no data directory given")
+	}
+	if opts.Retention < 0 || opts.MaxBytes < 0 || opts.OutOfOrderWindow < 0 || opts.MaxCachedSeries < 0 || opts.CacheIdle < 0 || opts.MaxMetadata < 0 {
+		return nil, errors.New("store: negative retention, size, window or cache bound")
+	}
+	if opts.Retention == 0 {
+		opts.Retention = DefaultRetention
+	}
+	if opts.MaxCachedSeries == 0 {
+		opts.MaxCachedSeries = DefaultMaxCachedSeries
+	}
+	if opts.CacheIdle == 0 {
+		opts.CacheIdle = DefaultCacheIdle
+	}
+	if opts.MaxMetadata == 0 {
+		opts.MaxMetadata = 100_000
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	to := tsdb.DefaultOptions()
+	to.RetentionDuration = opts.Retention.Milliseconds()
+	to.MaxBytes = opts.MaxBytes
+	to.OutOfOrderTimeWindow = opts.OutOfOrderWindow.Milliseconds()
+	to.WALCompression = compression.Snappy
+	db, err := tsdb.Open(opts.Dir, opts.Logger.With("component", "tsdb"), nil, to, nil)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", opts.Dir, err)
+	}
+	return &Store{
+		db:    db,
+		log:   opts.Logger,
+		opts:  opts,
+		nodes: map[string]*nodeCache{},
+		meta:  map[string]Metadata{},
+	}, nil
+}
+
+// Close flushes and closes the database.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("store: close %s: %w", s.opts.Dir, err)
+	}
+	return nil
+}
+
+// Querier makes Store a storage.Queryable for the query engine.
+func (s *Store) Querier(mint, maxt int64) (storage.Querier, error) {
+	return s.db.Querier(mint, maxt)
+}
+
+// Appender returns a raw appender for ingest paths that carry their own
+// label sets (remote write). The caller must Commit or Rollback it.
+func (s *Store) Appender(ctx context.Context) storage.Appender {
+	return s.db.Appender(ctx)
+}
+
+// RejectedError reports samples the TSDB refused (out of order, duplicate
+// timestamp, too old) while the rest of the tick was committed. errors.Is
+// matches the first refusal, e.g. storage.ErrOutOfOrderSample.
+type RejectedError struct {
+	Node     string
+	Rejected int
+	Total    int
+	First    error
+}
+
+func (e *RejectedError) Error() string {
+	return fmt.Sprintf("store: node %q: %d of %d samples rejected, first: %v", e.Node, e.Rejected, e.Total, e.First)
+}
+
+func (e *RejectedError) Unwrap() error { return e.First }
+
+// sampleRejected tells per-sample refusals (skip and count) from failures
+// of the whole append.
+func sampleRejected(err error) bool {
+	return errors.Is(err, storage.ErrOutOfOrderSample) || errors.Is(err, storage.ErrOutOfBounds) ||
+		errors.Is(err, storage.ErrTooOldSample) || errors.Is(err, storage.ErrDuplicateSampleForTimestamp)
+}
+
+// AppendTick stores one tick of one node: values[i] is the value of
+// descs[i], each series labelled node=NODE. It commits once. Descriptors
+// are cached by pointer, so a steady-state tick builds no label sets; the
+// caller keeps descs alive and unchanged, as metric.Desc requires.
+func (s *Store) AppendTick(node string, t time.Time, descs []*metric.Desc, values []float64) error {
+	if node == "" {
+		return errors.New("store: append tick: empty node name")
+	}
+	if len(descs) != len(values) {
+		return fmt.Errorf("store: append tick for node %q: %d descriptors but %d values", node, len(descs), len(values))
+	}
+	nc := s.node(node)
+	nc.mu.Lock()
+	defer nc.mu.Unlock()
+	nc.lastUsed = time.Now()
+	ts := t.UnixMilli()
+	app := s.db.Appender(context.Background())
+	var rej *RejectedError
+	for i, d := range descs {
+		sr, err := s.ref(nc, node, d)
+		if err != nil {
+			_ = app.Rollback()
+			return err
+		}
+		ref, err := app.Append(sr.ref, sr.lset, ts, values[i])
+		switch {
+		case err == nil:
+			if ref != 0 {
+				sr.ref = ref
+			}
+		case sampleRejected(err):
+			if rej == nil {
+				rej = &RejectedError{Node: node, Total: len(descs), First: fmt.Errorf("%s: %w", sr.lset, err)}
+			}
+			rej.Rejected++
+		default:
+			_ = app.Rollback()
+			return fmt.Errorf("store: append %s: %w", sr.lset, err)
+		}
+	}
+	if err := app.Commit(); err != nil {
+		return fmt.Errorf("store: commit tick of node %q: %w", node, err)
+	}
+	if n := s.ticks.Add(1); n%4096 == 0 {
+		s.sweep()
+	}
+	if rej != nil {
+		s.rejected.Add(uint64(rej.Rejected))
+		return rej
+	}
+	return nil
+}
+
+// AppendBatch is AppendTick for a metric.Batch; it allocates two slices
+// per call, so hot paths call AppendTick with their own.
+func (s *Store) AppendBatch(node string, b *metric.Batch) error {
+	descs := make([]*metric.Desc, len(b.Samples))
+	values := make([]float64, len(b.Samples))
+	for i, smp := range b.Samples {
+		descs[i], values[i] = smp.Desc, smp.Value
+	}
+	return s.AppendTick(node, b.Time, descs, values)
+}
+
+// SetUp writes up{node=NODE} as 1 or 0 at t.
+func (s *Store) SetUp(node string, t time.Time, up bool) error {
+	if node == "" {
+		return errors.New("store: set up: empty node name")
+	}
+	nc := s.node(node)
+	nc.mu.Lock()
+	defer nc.mu.Unlock()
+	if nc.up.lset.IsEmpty() {
+		nc.up.lset = labels.FromStrings(labels.MetricName, "up", NodeLabel, node)
+	}
+	v := 0.0
+	if up {
+		v = 1
+	}
+	app := s.db.Appender(context.Background())
+	ref, err := app.Append(nc.up.ref, nc.up.lset, t.UnixMilli(), v)
+	if err != nil {
+		_ = app.Rollback()
+		if sampleRejected(err) {
+			s.rejected.Add(1)
+		}
+		return fmt.Errorf("store: append %s: %w", nc.up.lset, err)
+	}
+	nc.up.ref = ref
+	if err := app.Commit(); err != nil {
+		return fmt.Errorf("store: commit up of node %q: %w", node, err)
+	}
+	return nil
+}
+
+// Gap records that NODE sent nothing between from and to: every series of
+// the node whose last sample lies before from (within the lookback window)
+// gets a stale marker at from, so PromQL shows the gap as missing data
+// instead of carrying the last value forward for five minutes. Series with
+// samples at or after from are left alone.
+func (s *Store) Gap(node string, from, to time.Time) error {
+	if node == "" {
+		return errors.New("store: gap: empty node name")
+	}
+	if !to.After(from) {
+		return fmt.Errorf("store: gap of node %q: end %s not after start %s", node, to.Format(time.RFC3339Nano), from.Format(time.RFC3339Nano))
+	}
+	nc := s.node(node)
+	nc.mu.Lock()
+	defer nc.mu.Unlock()
+	ts := from.UnixMilli()
+	q, err := s.db.Querier(ts-staleLookback.Milliseconds(), math.MaxInt64)
+	if err != nil {
+		return fmt.Errorf("store: gap of node %q: %w", node, err)
+	}
+	defer q.Close()
+	ctx := context.Background()
+	set := q.Select(ctx, false, nil, labels.MustNewMatcher(labels.MatchEqual, NodeLabel, node))
+	app := s.db.Appender(ctx)
+	var it chunkenc.Iterator
+	marked := 0
+	for set.Next() {
+		series := set.At()
+		it = series.Iterator(it)
+		lastT, lastV, seen := int64(0), 0.0, false
+		for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
+			if vt == chunkenc.ValFloat {
+				lastT, lastV = it.At()
+			} else {
+				lastT = it.AtT()
+				lastV = 0
+			}
+			seen = true
+		}
+		if err := it.Err(); err != nil {
+			_ = app.Rollback()
+			return fmt.Errorf("store: gap of node %q: read %s: %w", node, series.Labels(), err)
+		}
+		if !seen || lastT >= ts || value.IsStaleNaN(lastV) {
+			continue
+		}
+		if _, err := app.Append(0, series.Labels(), ts, math.Float64frombits(value.StaleNaN)); err != nil && !sampleRejected(err) {
+			_ = app.Rollback()
+			return fmt.Errorf("store: gap of node %q: mark %s stale: %w", node, series.Labels(), err)
+		}
+		marked++
+	}
+	if err := set.Err(); err != nil {
+		_ = app.Rollback()
+		return fmt.Errorf("store: gap of node %q: select: %w", node, err)
+	}
+	if err := app.Commit(); err != nil {
+		return fmt.Errorf("store: gap of node %q: commit: %w", node, err)
+	}
+	s.gaps.Add(1)
+	s.log.Debug("gap recorded", "node", node, "from", from, "to", to, "series", marked)
+	return nil
+}
+
+// SetMetadata records HELP/TYPE of a metric name (remote-write metadata).
+func (s *Store) SetMetadata(name string, md Metadata) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setMetadataLocked(name, md)
+}
+
+func (s *Store) setMetadataLocked(name string, md Metadata) {
+	if _, ok := s.meta[name]; !ok && len(s.meta) >= s.opts.MaxMetadata {
+		return
+	}
+	s.meta[name] = md
+}
+
+// Metadata returns a copy of the known HELP/TYPE per metric name.
+func (s *Store) Metadata() map[string]Metadata {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]Metadata, len(s.meta))
+	for k, v := range s.meta {
+		out[k] = v
+	}
+	return out
+}
+
+// Stats are counters of the store since Open.
+type Stats struct {
+	Ticks, RejectedSamples, Gaps uint64
+	CachedSeries                 int
+	HeadSeries                   uint64
+	HeadMinTime, HeadMaxTime     int64
+}
+
+// Stats returns the current counters.
+func (s *Store) Stats() Stats {
+	s.mu.Lock()
+	cached := s.cached
+	s.mu.Unlock()
+	h := s.db.Head()
+	return Stats{
+		Ticks: s.ticks.Load(), RejectedSamples: s.rejected.Load(), Gaps: s.gaps.Load(),
+		CachedSeries: cached,
+		HeadSeries:   h.NumSeries(), HeadMinTime: h.MinTime(), HeadMaxTime: h.MaxTime(),
+	}
+}
+
+func (s *Store) node(name string) *nodeCache {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	nc := s.nodes[name]
+	if nc == nil {
+		nc = &nodeCache{series: map[*metric.Desc]*seriesRef{}, lastUsed: time.Now()}
+		s.nodes[name] = nc
+	}
+	return nc
+}
+
+// ref returns the cached reference of (node, d), building the label set the
+// first time. Called with nc.mu held.
+func (s *Store) ref(nc *nodeCache, node string, d *metric.Desc) (*seriesRef, error) {
+	if sr := nc.series[d]; sr != nil {
+		return sr, nil
+	}
+	if d == nil || d.Name == "" {
+		return nil, fmt.Errorf("store: node %q: descriptor without a metric name", node)
+	}
+	var b labels.ScratchBuilder
+	b.Add(labels.MetricName, d.Name)
+	b.Add(NodeLabel, node)
+	for _, l := range d.Labels {
+		if l.Name == "" || l.Name == NodeLabel || l.Name == labels.MetricName {
+			return nil, fmt.Errorf("store: node %q: metric %s: label name %q is empty or reserved", node, d.Name, l.Name)
+		}
+		b.Add(l.Name, l.Value)
+	}
+	b.Sort()
+	lset := b.Labels()
+	if dup, ok := lset.HasDuplicateLabelNames(); ok {
+		return nil, fmt.Errorf("store: node %q: metric %s: duplicate label %q", node, d.Name, dup)
+	}
+	sr := &seriesRef{lset: lset}
+	s.mu.Lock()
+	// A node swept meanwhile is an orphan; don't count its entries.
+	if s.cached < s.opts.MaxCachedSeries && s.nodes[node] == nc {
+		nc.series[d] = sr
+		s.cached++
+	}
+	if _, ok := s.meta[d.Name]; !ok {
+		s.setMetadataLocked(d.Name, Metadata{Type: d.Type.String(), Help: d.Help})
+	}
+	s.mu.Unlock()
+	return sr, nil
+}
+
+// sweep drops the caches of nodes idle longer than CacheIdle, releasing
+// their descriptors. It runs every few thousand ticks.
+func (s *Store) sweep() {
+	cutoff := time.Now().Add(-s.opts.CacheIdle)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, nc := range s.nodes {
+		if !nc.mu.TryLock() {
+			continue // busy, so not idle
+		}
+		if nc.lastUsed.Before(cutoff) {
+			s.cached -= len(nc.series)
+			delete(s.nodes, name)
+		}
+		nc.mu.Unlock()
+	}
+}
