@@ -15,6 +15,7 @@ import (
 
 	"github.com/vigil-hpc/vigil/internal/samplerd"
 	"github.com/vigil-hpc/vigil/internal/server"
+	"github.com/vigil-hpc/vigil/internal/simulate"
 )
 
 func init() {
@@ -65,20 +66,27 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	syslogAddr, err := loopbackAddr()
+	if err != nil {
+		return err
+	}
 	iv := interval.String()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		return server.Run(gctx, []string{"--http", httpBound, "--listen", wireAddr, "--data", dir,
+			"--syslog-tcp", syslogAddr, "--syslog-udp", syslogAddr,
 			"--interval", iv, "--log-level", *logLevel}, stdout, stderr)
 	})
-	if err := waitListening(gctx, wireAddr); err != nil {
+	// Dial the HTTP ports, not the wire ones (a bare connect would be logged
+	// as a failed handshake); each daemon binds its wire port first.
+	if err := waitListening(gctx, httpBound); err != nil {
 		return errors.Join(err, g.Wait())
 	}
 	g.Go(func() error {
 		return runAggregator(gctx, []string{"--name", "demo-agg", "--listen", aggAddr, "--upstream", wireAddr,
 			"--http", aggHTTP, "--interval", iv, "--log-level", *logLevel}, stdout, stderr)
 	})
-	if err := waitListening(gctx, aggAddr); err != nil {
+	if err := waitListening(gctx, aggHTTP); err != nil {
 		return errors.Join(err, g.Wait())
 	}
 	g.Go(func() error {
@@ -93,10 +101,16 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				"--interval", iv, "--log-level", *logLevel}, stdout, stderr)
 		})
 	}
+	g.Go(func() error {
+		// Syslog traffic from the simulated nodes, for the logs views.
+		return simulate.RunLogs(gctx, syslogAddr, max(*nodes, 1), 20, 1)
+	})
 	fmt.Fprintf(stdout, "Vigil demo: %d simulated nodes + this machine, data in %s\n", *nodes, dir)
 	fmt.Fprintf(stdout, "  dashboard   http://%s/\n", httpBound)
 	fmt.Fprintf(stdout, "  query API   http://%s/api/v1/query?query=up\n", httpBound)
 	fmt.Fprintf(stdout, "  aggregator  %s (metrics at http://%s/metrics)\n", aggAddr, aggHTTP)
+	fmt.Fprintf(stdout, "  syslog      %s (TCP and UDP; try: logger --server 127.0.0.1 --port %s --tcp hello)\n", syslogAddr, portOf(syslogAddr))
+	fmt.Fprintf(stdout, "  try:        bin/vigil logs patterns --server http://%s\n", httpBound)
 	fmt.Fprintf(stdout, "  try:        bin/vigil query 'count(up == 1)' --server http://%s\n", httpBound)
 	fmt.Fprintln(stdout, "Press Ctrl-C to stop.")
 	err = g.Wait()
@@ -131,4 +145,9 @@ func waitListening(ctx context.Context, addr string) error {
 		}
 	}
 	return fmt.Errorf("demo: nothing listening on %s after 30s", addr)
+}
+
+func portOf(addr string) string {
+	_, p, _ := net.SplitHostPort(addr)
+	return p
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"reflect"
+	"regexp"
 	"strings"
 	"time"
 	"unicode"
@@ -219,7 +220,7 @@ func decodeError(name string, err error) error {
 	var de *toml.DecodeError
 	if errors.As(err, &de) {
 		row, col := de.Position()
-		msg := de.Error()
+		msg := friendlyTypeError(de.Error())
 		if k := de.Key(); len(k) > 0 {
 			msg = fmt.Sprintf("%s: %s", strings.Join(k, "."), msg)
 		}
@@ -353,4 +354,35 @@ func tablesIn(data []byte, prefix string) []string {
 		}
 	}
 	return out
+}
+
+// typeErrorRE matches go-toml's type mismatch text, which names Go types
+// an admin cannot act on.
+var typeErrorRE = regexp.MustCompile(`cannot decode TOML (\w+) into .* of type (\S+)$`)
+
+// friendlyTypeError rewrites a type mismatch as "want X, got a TOML Y".
+func friendlyTypeError(msg string) string {
+	m := typeErrorRE.FindStringSubmatch(msg)
+	if m == nil {
+		return strings.TrimPrefix(msg, "toml: ")
+	}
+	got, goType := m[1], m[2]
+	want := "a value of type " + goType
+	switch {
+	case strings.HasPrefix(goType, "[]"):
+		want = "an array"
+	case strings.HasPrefix(goType, "map[") || strings.Contains(goType, "Config") || strings.Contains(goType, "struct"):
+		want = "a table"
+	case goType == "string":
+		want = "a string"
+	case strings.HasPrefix(goType, "int") || strings.HasPrefix(goType, "uint"):
+		want = "an integer"
+	case goType == "bool":
+		want = "true or false"
+	case strings.HasPrefix(goType, "float"):
+		want = "a number"
+	case strings.HasSuffix(goType, "Duration"):
+		want = `a duration string such as "1s"`
+	}
+	return fmt.Sprintf("want %s, got a TOML %s", want, got)
 }

@@ -1,25 +1,21 @@
 package server
 
 import (
-	"bytes"
 	"errors"
 	"flag"
 	"fmt"
-	"os"
-	"strings"
 	"time"
 
-	"github.com/pelletier/go-toml/v2"
 	"github.com/prometheus/common/model"
 
+	"github.com/vigil-hpc/vigil/internal/config"
 	"github.com/vigil-hpc/vigil/internal/store"
 )
 
-// Config is the [server] table of vigil.toml.
-//
-// It is decoded here rather than by package config because config is
-// linked into the lean sampler binary, which must not pull in the store.
-// The lead may move the table into config.File once the schema settles.
+// Config is the [server] table of vigil.toml. Package config decodes it
+// (strictly, with file:line errors) because this package registers it;
+// the lean sampler binary does not link this package and accepts the table
+// unvalidated.
 type Config struct {
 	HTTP   string `toml:"http"`
 	Listen string `toml:"listen"`
@@ -38,7 +34,24 @@ type Config struct {
 	QueryTimeout       Duration `toml:"query_timeout"`
 	QueryMaxSamples    int      `toml:"query_max_samples"`
 	QueryMaxConcurrent int      `toml:"query_max_concurrent"`
+
+	// Syslog intake (off unless an address is set); messages are kept
+	// under Data/logs.
+	SyslogUDP     string   `toml:"syslog_udp"`
+	SyslogTCP     string   `toml:"syslog_tcp"`
+	SyslogTLS     string   `toml:"syslog_tls"`
+	SyslogTLSCert string   `toml:"syslog_tls_cert"`
+	SyslogTLSKey  string   `toml:"syslog_tls_key"`
+	LogsRetention Duration `toml:"logs_retention"`
+	LogsMaxBytes  int64    `toml:"logs_max_bytes"`
 }
+
+func init() {
+	config.RegisterSection("server", func() any { c := DefaultConfig(); return &c })
+}
+
+// Validate implements config's section validation.
+func (c *Config) Validate() error { return c.validate() }
 
 // DefaultConfig is used where neither file nor flags say otherwise.
 func DefaultConfig() Config {
@@ -82,44 +95,22 @@ func (d *Duration) Set(s string) error { return d.UnmarshalText([]byte(s)) }
 // LoadConfig reads the [server] table of path strictly (unknown keys are
 // errors) and ignores the other tables, which belong to other daemons.
 func LoadConfig(path string) (Config, error) {
-	cfg := DefaultConfig()
-	data, err := os.ReadFile(path)
+	f, err := config.Load(path)
 	if err != nil {
-		return cfg, fmt.Errorf("read config: %w", err)
+		return DefaultConfig(), err
 	}
-	return parseConfig(path, data, cfg)
+	return *f.Sections["server"].(*Config), nil
 }
 
-func parseConfig(name string, data []byte, cfg Config) (Config, error) {
-	var top map[string]any
-	if err := toml.Unmarshal(data, &top); err != nil {
-		return cfg, fmt.Errorf("%s: %w", name, err)
-	}
-	tbl, ok := top["server"]
-	if !ok {
-		return cfg, nil
-	}
-	if _, ok := tbl.(map[string]any); !ok {
-		return cfg, fmt.Errorf("%s: server: want a table", name)
-	}
-	// Re-encode the one table so it can be decoded strictly on its own.
-	raw, err := toml.Marshal(tbl)
+func parseConfig(name string, data []byte, _ Config) (Config, error) {
+	f, err := config.Parse(name, data)
 	if err != nil {
-		return cfg, fmt.Errorf("%s: [server]: %w", name, err)
+		return DefaultConfig(), err
 	}
-	dec := toml.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&cfg); err != nil {
-		var sm *toml.StrictMissingError
-		if errors.As(err, &sm) && len(sm.Errors) > 0 {
-			return cfg, fmt.Errorf("%s: [server]: unknown key %q", name, strings.Join(sm.Errors[0].Key(), "."))
-		}
-		return cfg, fmt.Errorf("%s: [server]: %w", name, err)
-	}
-	return cfg, cfg.validate(name)
+	return *f.Sections["server"].(*Config), nil
 }
 
-func (c Config) validate(name string) error {
+func (c Config) validate() error {
 	var errs []error
 	if c.HTTP == "" {
 		errs = append(errs, errors.New("http: empty address"))
@@ -139,10 +130,13 @@ func (c Config) validate(name string) error {
 			errs = append(errs, fmt.Errorf("%s: must not be negative", v.key))
 		}
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("%s: [server]: %w", name, errors.Join(errs...))
+	if c.SyslogTLS != "" && (c.SyslogTLSCert == "" || c.SyslogTLSKey == "") {
+		errs = append(errs, errors.New("syslog_tls needs syslog_tls_cert and syslog_tls_key"))
 	}
-	return nil
+	if c.LogsRetention < 0 || c.LogsMaxBytes < 0 {
+		errs = append(errs, errors.New("logs_retention and logs_max_bytes must not be negative"))
+	}
+	return errors.Join(errs...)
 }
 
 type flags struct {
@@ -155,7 +149,14 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.configFile, "config", "", "configuration file (TOML, [server] table); optional")
 	fs.StringVar(&f.cfg.HTTP, "http", d.HTTP, "serve the HTTP API (Prometheus API v1, remote write) on this address")
 	fs.StringVar(&f.cfg.Listen, "listen", "", "accept the aggregators' or samplers' stream on this address (default: off)")
-	fs.StringVar(&f.cfg.KeyFile, "key-file", "", "shared key of the stream (default: none, loopback peers only)")
+	fs.StringVar(&f.cfg.KeyFile, "key", "", "shared key file of the stream (default: none, loopback peers only)")
+	fs.StringVar(&f.cfg.KeyFile, "key-file", "", "same as --key")
+	fs.StringVar(&f.cfg.SyslogUDP, "syslog-udp", "", "receive syslog (RFC 3164/5424) over UDP on this address (default: off)")
+	fs.StringVar(&f.cfg.SyslogTCP, "syslog-tcp", "", "receive syslog over TCP (newline or octet-counted) on this address (default: off)")
+	fs.StringVar(&f.cfg.SyslogTLS, "syslog-tls", "", "receive syslog over TLS on this address (needs --syslog-tls-cert/-key)")
+	fs.StringVar(&f.cfg.SyslogTLSCert, "syslog-tls-cert", "", "PEM certificate for --syslog-tls")
+	fs.StringVar(&f.cfg.SyslogTLSKey, "syslog-tls-key", "", "PEM key for --syslog-tls")
+	fs.Var(&f.cfg.LogsRetention, "logs-retention", "drop log messages older than this (default: keep)")
 	f.cfg.Interval = d.Interval
 	fs.Var(&f.cfg.Interval, "interval", "the nodes' sampling interval; silent for 3 of them means down")
 	fs.StringVar(&f.cfg.Data, "data", d.Data, "data directory (blocks and WAL)")
@@ -187,8 +188,20 @@ func (f *flags) config(fs *flag.FlagSet) (Config, error) {
 			cfg.Listen = f.cfg.Listen
 		case "data":
 			cfg.Data = f.cfg.Data
-		case "key-file":
+		case "key", "key-file":
 			cfg.KeyFile = f.cfg.KeyFile
+		case "syslog-udp":
+			cfg.SyslogUDP = f.cfg.SyslogUDP
+		case "syslog-tcp":
+			cfg.SyslogTCP = f.cfg.SyslogTCP
+		case "syslog-tls":
+			cfg.SyslogTLS = f.cfg.SyslogTLS
+		case "syslog-tls-cert":
+			cfg.SyslogTLSCert = f.cfg.SyslogTLSCert
+		case "syslog-tls-key":
+			cfg.SyslogTLSKey = f.cfg.SyslogTLSKey
+		case "logs-retention":
+			cfg.LogsRetention = f.cfg.LogsRetention
 		case "interval":
 			cfg.Interval = f.cfg.Interval
 		case "retention":
@@ -203,5 +216,8 @@ func (f *flags) config(fs *flag.FlagSet) (Config, error) {
 			cfg.QueryMaxConcurrent = f.cfg.QueryMaxConcurrent
 		}
 	})
-	return cfg, cfg.validate("command line")
+	if err := cfg.validate(); err != nil {
+		return cfg, fmt.Errorf("server settings: %w", err)
+	}
+	return cfg, nil
 }

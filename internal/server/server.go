@@ -13,13 +13,16 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/vigil-hpc/vigil/internal/ingest"
+	"github.com/vigil-hpc/vigil/internal/logs/logsvc"
 	"github.com/vigil-hpc/vigil/internal/query"
 	"github.com/vigil-hpc/vigil/internal/store"
+	"github.com/vigil-hpc/vigil/internal/web"
 	"github.com/vigil-hpc/vigil/internal/wire"
 )
 
@@ -38,6 +41,8 @@ type Server struct {
 	store  *store.Store
 	api    *query.API
 	rw     *RemoteWrite
+	web    *web.Handler
+	logs   *logsvc.Service // nil unless syslog intake is configured
 	mux    *http.ServeMux
 	closed bool
 }
@@ -67,6 +72,26 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	})
 	s.rw = NewRemoteWrite(st, log.With("component", "remote_write"))
 	s.api.Register(s.mux)
+	if cfg.SyslogUDP != "" || cfg.SyslogTCP != "" || cfg.SyslogTLS != "" {
+		s.logs, err = logsvc.New(logsvc.Config{
+			UDPAddr: cfg.SyslogUDP, TCPAddr: cfg.SyslogTCP, TLSAddr: cfg.SyslogTLS,
+			TLSCert: cfg.SyslogTLSCert, TLSKey: cfg.SyslogTLSKey,
+			DataDir: filepath.Join(cfg.Data, "logs"), Retention: cfg.LogsRetention.D(), MaxBytes: cfg.LogsMaxBytes,
+		}, log.With("component", "logs"))
+		if err != nil {
+			st.Close()
+			return nil, err
+		}
+		s.mux.Handle("/api/v1/logs/", s.logs.Handler())
+	} else {
+		s.mux.HandleFunc("/api/v1/logs/", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, `{"status":"error","errorType":"unavailable","error":"log intake is off: start vigil server with --syslog-udp or --syslog-tcp"}`+"\n")
+		})
+	}
+	s.web = web.New(web.Options{Source: webSource{api: s.api}, Logger: log.With("component", "web"), Interval: cfg.Interval.D()})
+	s.mux.Handle("/", s.web)
 	s.mux.Handle("POST /api/v1/write", s.rw)
 	s.mux.HandleFunc("GET /-/healthy", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "Vigil is Healthy.\n") })
 	s.mux.HandleFunc("GET /-/ready", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "Vigil is Ready.\n") })
@@ -114,6 +139,9 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 		}
 		return nil
 	})
+	if s.logs != nil {
+		g.Go(func() error { return s.logs.Run(gctx) })
+	}
 	if streamLn != nil {
 		h := ingest.New(s.store, s.cfg.Interval.D(), s.log)
 		g.Go(func() error { h.Run(gctx); return nil })

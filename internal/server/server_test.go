@@ -245,7 +245,7 @@ func TestConfig(t *testing.T) {
 		t.Fatalf("no testdata: %v", err)
 	}
 	wantErr := map[string]string{
-		"unknown_key.bad.toml":  `unknown key "retenion"`,
+		"unknown_key.bad.toml":  `unknown_key.bad.toml:2:1: unknown key "server.retenion"`,
 		"bad_duration.bad.toml": `invalid duration "15 days"`,
 		"negative.bad.toml":     "query_max_samples: must not be negative",
 		"not_table.bad.toml":    "server: want a table",

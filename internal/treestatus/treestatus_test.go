@@ -1,0 +1,72 @@
+package treestatus
+
+import (
+	"context"
+	"fmt"
+	"testing"
+)
+
+func fake(data map[string][]Sample) QueryFunc {
+	return func(_ context.Context, expr string) ([]Sample, error) {
+		if expr == "broken" {
+			return nil, fmt.Errorf("bad")
+		}
+		return data[expr], nil
+	}
+}
+
+func lbl(kv ...string) map[string]string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
+}
+
+func TestBuild(t *testing.T) {
+	q := fake(map[string][]Sample{
+		"vigil_aggregator_info": {
+			{Labels: lbl("aggregator", "l1a", "listen", "127.0.0.1:7001", "upstream", "127.0.0.1:7100")},
+			{Labels: lbl("aggregator", "l1b", "listen", "127.0.0.1:7002", "upstream", "127.0.0.1:7100,127.0.0.1:7200")},
+			{Labels: lbl("aggregator", "l2", "listen", ":7100", "upstream", "127.0.0.1:9000")},
+		},
+		"vigil_aggregator_children_up": {{Labels: lbl("aggregator", "l1a"), Value: 10}, {Labels: lbl("aggregator", "l2"), Value: 2}},
+		"up": {
+			{Labels: lbl("node", "cn1"), Value: 1}, {Labels: lbl("node", "cn2"), Value: 0},
+			{Labels: lbl("node", "l1a"), Value: 1}, {Labels: lbl("node", "l2"), Value: 1},
+		},
+	})
+	tr, err := Build(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.NodesUp != 1 || tr.NodesDown != 1 || tr.Aggregators != 3 {
+		t.Errorf("counts %+v", tr)
+	}
+	if len(tr.Children) != 1 || tr.Children[0].Name != "l2" {
+		t.Fatalf("root children %+v, want [l2]", tr.Children)
+	}
+	l2 := tr.Children[0]
+	if len(l2.Children) != 2 || l2.Children[0].Name != "l1a" || l2.Children[1].Name != "l1b" {
+		t.Fatalf("l2 children %+v", l2.Children)
+	}
+	if l2.Children[0].ChildrenUp != 10 || !l2.Children[0].Up || l2.Children[1].Up {
+		t.Errorf("l1a/l1b state %+v %+v", l2.Children[0], l2.Children[1])
+	}
+}
+
+func TestBuildLoop(t *testing.T) {
+	q := fake(map[string][]Sample{
+		"vigil_aggregator_info": {
+			{Labels: lbl("aggregator", "a", "listen", "127.0.0.1:1", "upstream", "127.0.0.1:2")},
+			{Labels: lbl("aggregator", "b", "listen", "127.0.0.1:2", "upstream", "127.0.0.1:1")},
+		},
+	})
+	tr, err := Build(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.Children) == 0 {
+		t.Fatal("a loop must still hang off the root, not vanish")
+	}
+}
