@@ -266,7 +266,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log.Info("sampler starting", "version", buildinfo.Version, "node", o.Node, "root", o.Root,
+	log.Info("sampler starting", "version", buildinfo.Version, "node", o.Node, "root", kernfs.NewFS(o.Root).Root,
 		"interval", o.Interval, "plugins", strings.Join(o.Plugins, ","), "listen", o.Listen,
 		"upstream", strings.Join(o.Upstream, ","))
 
@@ -312,6 +312,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	cancel()
 	wg.Wait()
+	if cerr := s.Close(); cerr != nil {
+		log.Warn("closing plugins", "err", cerr)
+	}
 	log.Info("sampler stopped")
 	return err
 }

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package filesystem
+
+import "syscall"
+
+func statfsRaw(path []byte, st *syscall.Statfs_t) error {
+	return syscall.Statfs(string(path[:len(path)-1]), st)
+}
