@@ -265,27 +265,41 @@ func TestE2ENodeExporterParity(t *testing.T) {
 		t.Skip("prometheus-node-exporter not installed (apt-get install prometheus-node-exporter)")
 	}
 	root, _ := filepath.Abs("testdata/node1")
-	addr := freePort(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, ne, "--path.procfs="+root+"/proc", "--path.sysfs="+root+"/sys", "--path.rootfs="+root,
-		"--collector.disable-defaults", "--collector.cpu", "--collector.meminfo", "--collector.vmstat",
-		"--collector.loadavg", "--collector.netdev", "--no-collector.netdev.netlink", "--collector.diskstats", "--collector.stat",
-		"--web.listen-address="+addr)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cancel(); cmd.Wait() }()
+	// A free port can be taken between our probe and node_exporter's bind,
+	// so try a few ports, and say why if node_exporter never answers.
 	var body string
-	for i := 0; i < 100; i++ {
-		if b, err := scrape("http://" + addr + "/metrics"); err == nil {
-			body = b
-			break
+	var neErr bytes.Buffer
+	for attempt := 0; attempt < 3 && body == ""; attempt++ {
+		addr := freePort(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		neErr.Reset()
+		cmd := exec.CommandContext(ctx, ne, "--path.procfs="+root+"/proc", "--path.sysfs="+root+"/sys", "--path.rootfs="+root,
+			"--collector.disable-defaults", "--collector.cpu", "--collector.meminfo", "--collector.vmstat",
+			"--collector.loadavg", "--collector.netdev", "--no-collector.netdev.netlink", "--collector.diskstats", "--collector.stat",
+			"--web.listen-address="+addr)
+		cmd.Stderr = &neErr
+		if err := cmd.Start(); err != nil {
+			cancel()
+			t.Fatal(err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		exited := make(chan struct{})
+		go func() { cmd.Wait(); close(exited) }()
+		for i := 0; i < 300 && body == ""; i++ {
+			if b, err := scrape("http://" + addr + "/metrics"); err == nil {
+				body = b
+				break
+			}
+			select {
+			case <-exited:
+				i = 300
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		cancel()
+		<-exited
 	}
 	if body == "" {
-		t.Fatal("node_exporter did not answer")
+		t.Fatalf("node_exporter did not answer; its stderr:\n%s", neErr.String())
 	}
 	theirs := parseText(t, body)
 	out, errOut, code := run(t, "sample", "--once", "--root", "testdata/node1", "--plugins", e2ePlugins, "--node", "x")

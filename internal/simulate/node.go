@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vigil-hpc/vigil/internal/metric"
@@ -278,6 +279,12 @@ func NewNode(name string, s *Schema, seed uint64) *Node {
 	n.rate = make([]float64, len(s.specs))
 	for i, sp := range s.specs {
 		f := 0.5 + n.rng.Float64() // nodes differ
+		switch {
+		case sp.kind == kConst:
+			f = 1 // hardware and configuration are the same across the cluster
+		case strings.HasPrefix(sp.desc.Name, "node_memory_"):
+			f = 0.6 + 0.5*n.rng.Float64() // keeps free and available below MemTotal
+		}
 		n.state[i] = int64(sp.base * f)
 		if sp.quant > 1 {
 			n.state[i] -= n.state[i] % sp.quant
@@ -309,11 +316,12 @@ func NewNode(name string, s *Schema, seed uint64) *Node {
 func (n *Node) newProc(i int) {
 	n.nextPID += 1 + n.rng.IntN(50)
 	pid, comm := strconv.Itoa(n.nextPID), comms[n.rng.IntN(len(comms))]
+	user := fmt.Sprintf("user%03d", n.rng.IntN(200))
 	n.procs[i] = proc{
 		cpu: metric.NewDesc("vigil_process_cpu_seconds_total", "CPU time of a top process.", metric.Counter,
-			"pid", pid, "comm", comm),
+			"pid", pid, "user", user, "command", comm),
 		rss: metric.NewDesc("vigil_process_resident_memory_bytes", "Resident memory of a top process.", metric.Gauge,
-			"pid", pid, "comm", comm),
+			"pid", pid, "user", user, "command", comm),
 		share:    n.rng.Float64(),
 		rssBytes: (1 + n.rng.Int64N(4000)) << 20,
 	}
