@@ -70,6 +70,11 @@ type Client struct {
 	lastErr  string
 	inflight []entry
 	avgFrame int // moving average of queued frame sizes
+	// unacked are written ticks the upstream has not yet acknowledged as
+	// processed; if the connection dies they are reported as gaps, since
+	// they may have died in the peer's socket buffer (kill -9).
+	unacked []entry
+	uhead   int
 }
 
 type entry struct {
@@ -77,7 +82,12 @@ type entry struct {
 	cs  *ClientStream // nil for node-level frames
 	t   time.Time
 	gap gapRange // a gap of cs written ahead of the tick
+	end uint64   // connection byte offset just past this entry, once written
 }
+
+// maxUnacked bounds the written-but-unacknowledged entries kept; past it
+// the oldest are assumed delivered (an upstream that never acknowledges).
+const maxUnacked = 1 << 17
 
 type gapRange struct {
 	set      bool
@@ -340,15 +350,25 @@ func (c *Client) stream(ctx context.Context, conn net.Conn) error {
 				dead <- fmt.Errorf("read: %w", err)
 				return
 			}
-			if typ == frameClose {
+			switch typ {
+			case frameClose:
 				dead <- fmt.Errorf("upstream closed: %s", closeReason(payload))
 				return
+			case frameAck:
+				p := payloadReader{b: payload}
+				n := p.uvarint("ack")
+				if p.err != nil {
+					dead <- fmt.Errorf("bad ack from upstream: %w", p.err)
+					return
+				}
+				c.acked(n)
 			}
 		}
 	}()
 	keep := time.NewTimer(c.o.KeepAlive)
 	defer keep.Stop()
 	var wbuf []byte
+	var written uint64
 	for {
 		wbuf = c.collect(wbuf[:0], 256<<10)
 		if len(wbuf) == 0 {
@@ -367,6 +387,7 @@ func (c *Client) stream(ctx context.Context, conn net.Conn) error {
 		_ = conn.SetWriteDeadline(time.Now().Add(c.o.WriteTimeout))
 		n, err := conn.Write(wbuf)
 		c.stats.Bytes.Add(uint64(n))
+		written += uint64(n)
 		keep.Reset(c.o.KeepAlive)
 		c.mu.Lock()
 		if err != nil {
@@ -376,6 +397,24 @@ func (c *Client) stream(ctx context.Context, conn net.Conn) error {
 					e.lose()
 					c.stats.Dropped.Add(1)
 				}
+			}
+		} else {
+			// Written, not yet known to be processed: keep until acked.
+			for _, e := range c.inflight {
+				if e.cs == nil {
+					continue
+				}
+				if len(c.unacked)-c.uhead >= maxUnacked {
+					c.unacked[c.uhead] = entry{}
+					c.uhead++
+				}
+				if len(c.unacked) == cap(c.unacked) && c.uhead > 0 {
+					k := copy(c.unacked, c.unacked[c.uhead:])
+					clear(c.unacked[k:])
+					c.unacked, c.uhead = c.unacked[:k], 0
+				}
+				e.end = written
+				c.unacked = append(c.unacked, e)
 			}
 		}
 		clear(c.inflight)
@@ -425,12 +464,34 @@ func (c *Client) collect(w []byte, max int) []byte {
 	return w
 }
 
-// lost runs after a connection ends. Queued frames continue a stream state
-// the next upstream never saw, so if any frame of this epoch went out they
-// are dropped (and reported as gaps) and the encoder starts over.
+// acked drops the unacknowledged entries the upstream has processed:
+// those ending at or before byte offset n of the connection.
+func (c *Client) acked(n uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.uhead < len(c.unacked) && c.unacked[c.uhead].end <= n {
+		c.unacked[c.uhead] = entry{}
+		c.uhead++
+	}
+	if c.uhead == len(c.unacked) {
+		c.unacked, c.uhead = c.unacked[:0], 0
+	}
+}
+
+// lost runs after a connection ends. Ticks written but never acknowledged
+// may have died with the upstream, so they are reported as gaps. Queued
+// frames continue a stream state the next upstream never saw, so if any
+// frame of this epoch went out they are dropped (and reported as gaps) and
+// the encoder starts over.
 func (c *Client) lost() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for i := c.uhead; i < len(c.unacked); i++ {
+		c.unacked[i].lose()
+		c.stats.Dropped.Add(1)
+	}
+	clear(c.unacked)
+	c.unacked, c.uhead = c.unacked[:0], 0
 	if !c.dirty {
 		return
 	}

@@ -3,6 +3,7 @@ package wire
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -151,7 +152,8 @@ func serveConn(ctx context.Context, conn net.Conn, o *ServerOptions, log *slog.L
 	if tc, ok := conn.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
-	fr := NewFrameReader(bufio.NewReaderSize(conn, 64<<10), o.Limits.MaxFrame)
+	br := bufio.NewReaderSize(conn, 64<<10)
+	fr := NewFrameReader(br, o.Limits.MaxFrame)
 	_ = conn.SetDeadline(time.Now().Add(o.HandshakeTimeout))
 	name, err := serverHandshake(conn, fr, o.Key, o.Name)
 	if err != nil {
@@ -170,7 +172,7 @@ func serveConn(ctx context.Context, conn net.Conn, o *ServerOptions, log *slog.L
 	defer st.Active.Add(-1)
 	log.Debug("peer connected", "peer", addr, "name", name)
 	h.Connect(peer)
-	err = readLoop(conn, fr, o, h)
+	err = readLoop(conn, br, fr, o, h)
 	switch {
 	case err == nil || errors.Is(err, io.EOF) || ctx.Err() != nil:
 		err = nil
@@ -187,11 +189,28 @@ func serveConn(ctx context.Context, conn net.Conn, o *ServerOptions, log *slog.L
 	h.Disconnect(peer, err)
 }
 
-func readLoop(conn net.Conn, fr *FrameReader, o *ServerOptions, h Handler) error {
+// ackEvery bounds how many frames go unacknowledged while more data is
+// already waiting; otherwise an ack goes out whenever the input drains.
+const ackEvery = 64
+
+func readLoop(conn net.Conn, br *bufio.Reader, fr *FrameReader, o *ServerOptions, h Handler) error {
 	dec := NewDecoder(o.Limits, o.Interner)
 	st := o.Stats
 	var deadline time.Time
+	// Acknowledge processed bytes, so a sender learns which ticks were
+	// handled before a crash here and reports the others as gaps.
+	var processed, ackedAt uint64
+	sinceAck := 0
+	var ack []byte
 	for {
+		if processed > ackedAt && (sinceAck >= ackEvery || br.Buffered() == 0) {
+			ack = appendFrame(ack[:0], frameAck, binary.AppendUvarint(nil, processed))
+			_ = conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+			if _, err := conn.Write(ack); err != nil {
+				return fmt.Errorf("write ack: %w", err)
+			}
+			ackedAt, sinceAck = processed, 0
+		}
 		// Moving the deadline every frame is wasted work at thousands of
 		// frames a second; a quarter of the timeout is precise enough.
 		if now := time.Now(); deadline.Sub(now) < o.ReadTimeout*3/4 {
@@ -207,6 +226,10 @@ func readLoop(conn net.Conn, fr *FrameReader, o *ServerOptions, h Handler) error
 		if typ == frameClose {
 			return nil
 		}
+		if typ == framePing {
+			processed += uint64(len(payload) + headerSize + trailerSize)
+			continue
+		}
 		before := dec.Values
 		if err := dec.Decode(typ, payload, h); err != nil {
 			return err
@@ -214,5 +237,7 @@ func readLoop(conn net.Conn, fr *FrameReader, o *ServerOptions, h Handler) error
 		if n := dec.Values - before; n > 0 {
 			st.Values.Add(n)
 		}
+		processed += uint64(len(payload) + headerSize + trailerSize)
+		sinceAck++
 	}
 }
