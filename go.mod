@@ -2,7 +2,10 @@ module github.com/vigil-hpc/vigil
 
 go 1.26.8
 
-require github.com/pelletier/go-toml/v2 v2.4.3
+require (
+	github.com/parquet-go/parquet-go v0.32.0
+	github.com/pelletier/go-toml/v2 v2.4.3
+)
 
 require (
 	github.com/andybalholm/brotli v1.1.1 // indirect
@@ -11,7 +14,6 @@ require (
 	github.com/gogo/protobuf v1.3.2 // indirect
 	github.com/parquet-go/bitpack v1.0.0 // indirect
 	github.com/parquet-go/jsonlite v1.0.0 // indirect
-	github.com/parquet-go/parquet-go v0.32.0 // indirect
 	github.com/pierrec/lz4/v4 v4.1.21 // indirect
 	github.com/twpayne/go-geom v1.6.1 // indirect
 )

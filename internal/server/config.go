@@ -4,11 +4,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/prometheus/common/model"
 
 	"github.com/vigil-hpc/vigil/internal/config"
+	"github.com/vigil-hpc/vigil/internal/remotewrite"
 	"github.com/vigil-hpc/vigil/internal/store"
 )
 
@@ -30,6 +32,11 @@ type Config struct {
 	Retention        Duration `toml:"retention"`
 	RetentionBytes   int64    `toml:"retention_bytes"`
 	OutOfOrderWindow Duration `toml:"out_of_order_window"`
+	// RollupRetention keeps one-minute min/max/mean/count rollups this
+	// long beside the raw data (Retention); 0 means 400d. Both zero
+	// values mean rollups on, so old configs get them.
+	RollupRetention Duration `toml:"rollup_retention"`
+	DisableRollups  bool     `toml:"disable_rollups"`
 
 	QueryTimeout       Duration `toml:"query_timeout"`
 	QueryMaxSamples    int      `toml:"query_max_samples"`
@@ -44,6 +51,11 @@ type Config struct {
 	SyslogTLSKey  string   `toml:"syslog_tls_key"`
 	LogsRetention Duration `toml:"logs_retention"`
 	LogsMaxBytes  int64    `toml:"logs_max_bytes"`
+
+	// RemoteWrite forwards what the tree sends to these Prometheus
+	// remote-write endpoints (issue 4; package remotewrite). A pointer
+	// keeps Config comparable with ==.
+	RemoteWrite *[]remotewrite.Config `toml:"remote_write"`
 }
 
 func init() {
@@ -123,7 +135,7 @@ func (c Config) validate() error {
 		n   int64
 	}{
 		{"interval", int64(c.Interval)}, {"retention", int64(c.Retention)}, {"retention_bytes", c.RetentionBytes},
-		{"out_of_order_window", int64(c.OutOfOrderWindow)}, {"query_timeout", int64(c.QueryTimeout)},
+		{"out_of_order_window", int64(c.OutOfOrderWindow)}, {"rollup_retention", int64(c.RollupRetention)}, {"query_timeout", int64(c.QueryTimeout)},
 		{"query_max_samples", int64(c.QueryMaxSamples)}, {"query_max_concurrent", int64(c.QueryMaxConcurrent)},
 	} {
 		if v.n < 0 {
@@ -136,12 +148,40 @@ func (c Config) validate() error {
 	if c.LogsRetention < 0 || c.LogsMaxBytes < 0 {
 		errs = append(errs, errors.New("logs_retention and logs_max_bytes must not be negative"))
 	}
+	for i, rw := range c.remoteWrite() {
+		if err := rw.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("remote_write[%d]: %w", i, err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
 type flags struct {
 	configFile, logLevel string
 	cfg                  Config
+	remoteWrite          remoteWriteFlag
+}
+
+// remoteWrite returns the remote-write destinations (none if unset).
+func (c Config) remoteWrite() []remotewrite.Config {
+	if c.RemoteWrite == nil {
+		return nil
+	}
+	return *c.RemoteWrite
+}
+
+// remoteWriteFlag collects --remote-write URLs, repeated or comma-separated.
+type remoteWriteFlag []string
+
+func (f *remoteWriteFlag) String() string { return strings.Join(*f, ",") }
+
+func (f *remoteWriteFlag) Set(s string) error {
+	for _, u := range strings.Split(s, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			*f = append(*f, u)
+		}
+	}
+	return nil
 }
 
 func (f *flags) register(fs *flag.FlagSet) {
@@ -162,11 +202,14 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.cfg.Data, "data", d.Data, "data directory (blocks and WAL)")
 	f.cfg.Retention = d.Retention
 	fs.Var(&f.cfg.Retention, "retention", "drop data older than this (e.g. 15d)")
+	fs.Var(&f.cfg.RollupRetention, "rollup-retention", "keep 1-minute rollups this long (default 400d)")
+	fs.BoolVar(&f.cfg.DisableRollups, "disable-rollups", false, "keep no 1-minute rollups; queries see raw data only")
 	fs.Int64Var(&f.cfg.RetentionBytes, "retention-bytes", 0, "drop oldest blocks beyond this many bytes (0: no limit)")
 	fs.Var(&f.cfg.QueryTimeout, "query-timeout", "maximum time one query may take (default 2m)")
 	fs.IntVar(&f.cfg.QueryMaxSamples, "query-max-samples", 0, "maximum samples one query may load (default 50000000)")
 	fs.IntVar(&f.cfg.QueryMaxConcurrent, "query-max-concurrency", 0, "maximum queries evaluated at once (default 20)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.Var(&f.remoteWrite, "remote-write", "also send what the tree streams in (--listen) to this Prometheus remote-write URL (repeatable or comma list; replaces the file's remote_write)")
 }
 
 // config merges defaults, the file and the flags given on the command line,
@@ -206,6 +249,10 @@ func (f *flags) config(fs *flag.FlagSet) (Config, error) {
 			cfg.Interval = f.cfg.Interval
 		case "retention":
 			cfg.Retention = f.cfg.Retention
+		case "rollup-retention":
+			cfg.RollupRetention = f.cfg.RollupRetention
+		case "disable-rollups":
+			cfg.DisableRollups = f.cfg.DisableRollups
 		case "retention-bytes":
 			cfg.RetentionBytes = f.cfg.RetentionBytes
 		case "query-timeout":
@@ -214,6 +261,12 @@ func (f *flags) config(fs *flag.FlagSet) (Config, error) {
 			cfg.QueryMaxSamples = f.cfg.QueryMaxSamples
 		case "query-max-concurrency":
 			cfg.QueryMaxConcurrent = f.cfg.QueryMaxConcurrent
+		case "remote-write":
+			var rws []remotewrite.Config
+			for _, u := range f.remoteWrite {
+				rws = append(rws, remotewrite.Config{URL: u})
+			}
+			cfg.RemoteWrite = &rws
 		}
 	})
 	if err := cfg.validate(); err != nil {

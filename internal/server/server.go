@@ -18,9 +18,12 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/prometheus/prometheus/storage"
+
 	"github.com/vigil-hpc/vigil/internal/ingest"
 	"github.com/vigil-hpc/vigil/internal/logs/logsvc"
 	"github.com/vigil-hpc/vigil/internal/query"
+	"github.com/vigil-hpc/vigil/internal/remotewrite"
 	"github.com/vigil-hpc/vigil/internal/store"
 	"github.com/vigil-hpc/vigil/internal/web"
 	"github.com/vigil-hpc/vigil/internal/wire"
@@ -39,8 +42,10 @@ type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	store  *store.Store
+	rollup *store.Rollup // nil when disable_rollups is set
 	api    *query.API
 	rw     *RemoteWrite
+	rwOut  *remotewrite.Writer // forwards ingested ticks (issue 4)
 	web    *web.Handler
 	logs   *logsvc.Service // nil unless syslog intake is configured
 	mux    *http.ServeMux
@@ -63,7 +68,17 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: log, store: st, mux: http.NewServeMux()}
-	s.api = query.New(st, query.Options{
+	// Rollups (issue 4): queries reaching past the raw data read minute means.
+	var queryable storage.Queryable = st
+	if !cfg.DisableRollups {
+		s.rollup, err = store.OpenRollup(st, store.RollupOptions{Retention: cfg.RollupRetention.D(), Logger: log.With("component", "rollup")})
+		if err != nil {
+			st.Close()
+			return nil, err
+		}
+		queryable = s.rollup.Queryable()
+	}
+	s.api = query.New(queryable, query.Options{
 		Timeout:       cfg.QueryTimeout.D(),
 		MaxSamples:    cfg.QueryMaxSamples,
 		MaxConcurrent: cfg.QueryMaxConcurrent,
@@ -71,6 +86,12 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		Logger:        log.With("component", "query"),
 	})
 	s.rw = NewRemoteWrite(st, log.With("component", "remote_write"))
+	// Remote write out (issue 4): status at /api/v1/status/remote_write.
+	if s.rwOut, err = remotewrite.New(cfg.remoteWrite(), log.With("component", "remote_write_out")); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("remote_write: %w", err)
+	}
+	s.mux.Handle("GET /api/v1/status/remote_write", s.rwOut.Handler())
 	s.api.Register(s.mux)
 	if cfg.SyslogUDP != "" || cfg.SyslogTCP != "" || cfg.SyslogTLS != "" {
 		s.logs, err = logsvc.New(logsvc.Config{
@@ -79,7 +100,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 			DataDir: filepath.Join(cfg.Data, "logs"), Retention: cfg.LogsRetention.D(), MaxBytes: cfg.LogsMaxBytes,
 		}, log.With("component", "logs"))
 		if err != nil {
-			st.Close()
+			s.Close()
 			return nil, err
 		}
 		s.mux.Handle("/api/v1/logs/", s.logs.Handler())
@@ -142,8 +163,17 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 	if s.logs != nil {
 		g.Go(func() error { return s.logs.Run(gctx) })
 	}
+	if s.rollup != nil {
+		g.Go(func() error { return s.rollup.Run(gctx) })
+	}
 	if streamLn != nil {
-		h := ingest.New(s.store, s.cfg.Interval.D(), s.log)
+		// Remote write out taps the tree's ingest path (issue 4).
+		var ist ingest.Store = s.store
+		if len(s.cfg.remoteWrite()) > 0 {
+			ist = s.rwOut.Tap(s.store)
+			g.Go(func() error { return s.rwOut.Run(gctx) })
+		}
+		h := ingest.New(ist, s.cfg.Interval.D(), s.log)
 		g.Go(func() error { h.Run(gctx); return nil })
 		g.Go(func() error {
 			return wire.Serve(gctx, streamLn, wire.ServerOptions{Key: key, Name: "server", Log: s.log}, h)
@@ -168,7 +198,11 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
-	return s.store.Close()
+	var rerr error
+	if s.rollup != nil {
+		rerr = s.rollup.Close()
+	}
+	return errors.Join(rerr, s.store.Close())
 }
 
 // Run is `vigil server`.

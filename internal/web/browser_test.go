@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"io"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -44,6 +45,12 @@ func browserEnv(t *testing.T) string {
 func clusterServer(t *testing.T, c *fakeCluster) *httptest.Server {
 	mux := http.NewServeMux()
 	mux.Handle("/api/v1/", c)
+	// What vigil server answers when it runs without log intake.
+	mux.HandleFunc("/api/v1/logs/", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, `{"status":"error","errorType":"unavailable","error":"log intake is off: start vigil server with --syslog-udp or --syslog-tcp"}`+"\n")
+	})
 	mux.Handle("/", New(Options{Source: c, Interval: time.Second}))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
@@ -65,7 +72,8 @@ func runNode(t *testing.T, webDir string, timeout time.Duration, script string, 
 
 // TestBrowserE2E drives the real UI in headless Chromium: heatmap fills,
 // hover and click open a node, charts and processes load, Explore runs a
-// query, the tree renders. Screenshots go to build/screenshots/.
+// query, the tree renders, the Logs view says when the server has no log
+// service. Screenshots go to build/screenshots/.
 func TestBrowserE2E(t *testing.T) {
 	webDir := browserEnv(t)
 	srv := clusterServer(t, newFakeCluster(300))

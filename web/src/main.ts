@@ -6,6 +6,7 @@ import { heatmapView } from "./views/heatmap";
 import { nodeView } from "./views/node";
 import { exploreView } from "./views/explore";
 import { treeView } from "./views/tree";
+import { logsView } from "./views/logs";
 
 // State exposed for the browser tests and the perf script.
 const exposed: Record<string, unknown> = {};
@@ -16,6 +17,7 @@ const links = {
   heatmap: h("a", { href: "#/heatmap" }, "Heatmap"),
   explore: h("a", { href: "#/explore" }, "Explore"),
   tree: h("a", { href: "#/tree" }, "Tree"),
+  logs: h("a", { href: "#/logs" }, "Logs"),
 };
 const goto = h("input.goto", { type: "search", placeholder: "go to node…", "aria-label": "go to node" });
 goto.addEventListener("keydown", (e) => {
@@ -25,7 +27,7 @@ goto.addEventListener("keydown", (e) => {
   }
 });
 document.body.append(
-  h("header", null, h("span.brand", null, "Vigil"), h("nav", null, links.heatmap, links.explore, links.tree), goto),
+  h("header", null, h("span.brand", null, "Vigil"), h("nav", null, links.heatmap, links.explore, links.tree, links.logs), goto),
   main,
 );
 
@@ -47,7 +49,7 @@ function render(): void {
   for (const [k, a] of Object.entries(links)) a.classList.toggle("active", k === r.view || (k === "heatmap" && r.view === "node"));
   switch (r.view) {
     case "node":
-      current = nodeView(r, navigate);
+      current = nodeView(r, navigate, (s) => Object.assign(exposed, s));
       document.title = `${r.node} · Vigil`;
       break;
     case "explore":
@@ -57,6 +59,10 @@ function render(): void {
     case "tree":
       current = treeView();
       document.title = "Tree · Vigil";
+      break;
+    case "logs":
+      current = logsView(r, { navigate, expose: (s) => Object.assign(exposed, s) });
+      document.title = "Logs · Vigil";
       break;
     default:
       current = heatmapView(r, { navigate, expose: (s) => Object.assign(exposed, s) });

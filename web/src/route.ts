@@ -1,7 +1,8 @@
 // Shareable state lives in the URL hash: #/VIEW[/NODE]?key=value&...
-// e.g. #/heatmap?m=cpu, #/node/cn00001?from=now-1h&to=now, #/explore?q=up
+// e.g. #/heatmap?m=cpu, #/node/cn00001?from=now-1h&to=now, #/explore?q=up,
+// #/logs?q=app:sshd&from=now-1h&to=now&live=1
 
-export type View = "heatmap" | "node" | "explore" | "tree";
+export type View = "heatmap" | "node" | "explore" | "tree" | "logs";
 
 export interface Route {
   view: View;
@@ -9,7 +10,7 @@ export interface Route {
   params: URLSearchParams;
 }
 
-const views: View[] = ["heatmap", "node", "explore", "tree"];
+const views: View[] = ["heatmap", "node", "explore", "tree", "logs"];
 
 export function parseHash(hash: string): Route {
   const h = hash.replace(/^#\/?/, "");

@@ -114,6 +114,15 @@ try {
   check(/agg-b/.test(tree) && /drops=1742/.test(tree) && /1\/2 children up/.test(tree), "tree shows aggregators, children up, lag and drops");
   await shot("tree.png");
 
+  // 9. Logs on a server without log intake: the API's reason is shown.
+  await page.click("nav a[href='#/logs']");
+  await page.waitForSelector(".logs-view .error:not([hidden])");
+  const lerr = await page.textContent(".logs-view .error");
+  check(lerr === "Logs unavailable: log intake is off: start vigil server with --syslog-udp or --syslog-tcp", `logs view shows why it is unavailable: "${lerr}"`);
+  await page.waitForFunction(() => document.querySelector(".patterns-list").textContent === "Patterns unavailable.");
+  check(await page.evaluate(() => window.__vigil.logs.unavailable === true && window.__vigil.logs.rows === 0), "no rows, patterns unavailable");
+  await shot("logs-unavailable.png");
+
   check(errors.length === 0, "no page errors" + (errors.length ? ": " + errors.join("; ") : ""));
   console.log("e2e passed");
 } catch (e) {

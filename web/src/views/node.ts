@@ -39,7 +39,7 @@ const panels: Panel[] = [
   ] },
 ];
 
-export function nodeView(route: Route, navigate: (r: Route) => void): ViewHandle {
+export function nodeView(route: Route, navigate: (r: Route) => void, expose: (s: object) => void = () => {}): ViewHandle {
   const node = route.node!;
   const sel = `node=${promString(node)}`;
   const r = timeRange(route.params, Date.now());
@@ -47,6 +47,9 @@ export function nodeView(route: Route, navigate: (r: Route) => void): ViewHandle
   const win = Math.max(4 * step, 30) + "s";
   const abort = new AbortController();
   const charts: uPlot[] = [];
+  // For the browser tests: per chart, its series and non-empty points.
+  const drawn: { title: string; series: number; points: number }[] = [];
+  expose({ charts: drawn });
 
   const pick = (from: string, to: string) => {
     const p = new URLSearchParams(route.params);
@@ -84,6 +87,7 @@ export function nodeView(route: Route, navigate: (r: Route) => void): ViewHandle
         syncKey: "node", onZoom: (a, b) => pick(String(a), String(b)),
       }));
       box.classList.add("has-data");
+      drawn.push({ title: p.title, series: all.length, points: data.slice(1).reduce((n, ys) => n + ys.filter((y) => y !== null).length, 0) });
     }).catch((e: Error) => {
       if (e.name === "AbortError") return;
       box.replaceChildren(h("div.chart-title", null, p.title), h("div.chart-msg.error", null, e.message));
@@ -114,7 +118,7 @@ export function nodeView(route: Route, navigate: (r: Route) => void): ViewHandle
 async function loadProcesses(sel: string, t: number, signal: AbortSignal): Promise<HTMLElement> {
   const d = await instantQuery(`{__name__=~"vigil_process_.+",${sel}}`, t, signal);
   if (d.resultType !== "vector" || d.result.length === 0) return h("p.muted", null, "no process data for this node");
-  const key = (m: Labels) => `${m.pid ?? ""}\u0000${m.user ?? ""}\u0000${m.command ?? ""}`;
+  const key = (m: Labels) => `${m.pid ?? ""}\u0000${m.user ?? ""}\u0000${command(m)}`;
   const rows = new Map<string, { m: Labels; v: Record<string, number> }>();
   const cols = new Set<string>();
   for (const s of d.result) {
@@ -144,9 +148,14 @@ async function loadProcesses(sel: string, t: number, signal: AbortSignal): Promi
     h("thead", null, h("tr", null, h("th", null, "pid"), h("th", null, "user"), h("th", null, "command"),
       colList.map((c) => h("th", { class: c === sortCol ? "sorted" : "" }, c)))),
     h("tbody", null, list.map((row) => h("tr", null,
-      h("td", null, row.m.pid ?? ""), h("td", null, row.m.user ?? ""), h("td.cmd", { title: formatLabels(row.m) }, row.m.command ?? ""),
+      h("td", null, row.m.pid ?? ""), h("td", null, row.m.user ?? ""), h("td.cmd", { title: formatLabels(row.m) }, command(row.m)),
       colList.map((c) => h("td.num", null, formatValue(row.v[c], unit(c))))))),
   );
+}
+
+// The procs plugin labels the command "command"; the simulator uses "comm".
+function command(m: Labels): string {
+  return m.command ?? m.comm ?? "";
 }
 
 function rank(c: string): number {

@@ -6,7 +6,7 @@ export const rangeChoices = ["now-15m", "now-1h", "now-6h", "now-24h", "now-7d"]
 
 // timePicker offers relative ranges; an absolute (zoomed) range shows as its
 // own entry. onPick receives from/to strings for the URL.
-export function timePicker(p: URLSearchParams, r: TimeRange, onPick: (from: string, to: string) => void): HTMLElement {
+export function timePicker(p: URLSearchParams, r: TimeRange, onPick: (from: string, to: string) => void, zoomHint = true): HTMLElement {
   const from = p.get("from") ?? "now-1h";
   const to = p.get("to") ?? "now";
   const sel = h("select", { "aria-label": "time range" },
@@ -23,5 +23,5 @@ export function timePicker(p: URLSearchParams, r: TimeRange, onPick: (from: stri
     const end = Math.min(Date.now(), r.end + span / 2);
     onPick(String(Math.round(end - 2 * span)), String(Math.round(end)));
   } }, "zoom out");
-  return h("span.timepicker", null, sel, back, h("span.hint", null, "drag on a chart to zoom"));
+  return h("span.timepicker", null, sel, back, zoomHint && h("span.hint", null, "drag on a chart to zoom"));
 }

@@ -1,0 +1,478 @@
+// Command treeload measures how many nodes one aggregator forwards without
+// loss: it starts `vigil aggregator` (one level, or two: L1 -> L2), an
+// in-process top that records when every tick arrives, and `vigil simulate
+// --nodes N` streaming into L1.
+//
+//	go run ./bench/treeload --nodes 20000 --duration 30s [--levels 1|2]
+//
+// It reports values per second sent and received at the top, ticks lost,
+// each aggregator's CPU (from /proc/PID/schedstat, all threads) and RSS,
+// the median and 99th percentile of arrival at the top minus the sample
+// timestamp, and wire bytes per value into L1. The simulator runs on the
+// same machine and its CPU is reported too: on a small machine it competes
+// with the aggregator.
+//
+// --perf FILE records the first aggregator with `perf record -g` during the
+// window (build vigil without -s -w so perf finds the symbols).
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/vigil-hpc/vigil/internal/metric"
+	"github.com/vigil-hpc/vigil/internal/wire"
+)
+
+type options struct {
+	vigil     string
+	nodes     int
+	levels    int
+	duration  time.Duration
+	warmup    time.Duration
+	interval  time.Duration
+	cpus      int
+	groupSize int
+	perf      string
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.vigil, "vigil", "bin/vigil", "vigil binary")
+	flag.IntVar(&o.nodes, "nodes", 20000, "simulated nodes")
+	flag.IntVar(&o.levels, "levels", 1, "aggregator levels: 1 (sim -> L1 -> top) or 2 (sim -> L1 -> L2 -> top)")
+	flag.DurationVar(&o.duration, "duration", 30*time.Second, "measurement window")
+	flag.DurationVar(&o.warmup, "warmup", 10*time.Second, "time for every node to connect before the window")
+	flag.DurationVar(&o.interval, "interval", time.Second, "simulated sampling interval")
+	flag.IntVar(&o.cpus, "cpus", 16, "cores per simulated node (16: about 320 values per tick)")
+	flag.IntVar(&o.groupSize, "group-size", 500, "simulated nodes per connection")
+	flag.StringVar(&o.perf, "perf", "", "write a perf.data of the first aggregator to this file")
+	flag.Parse()
+	if o.levels != 1 && o.levels != 2 {
+		fmt.Fprintln(os.Stderr, "treeload: --levels must be 1 or 2")
+		os.Exit(2)
+	}
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "treeload:", err)
+		os.Exit(1)
+	}
+}
+
+// top records every tick that reaches the top of the tree.
+type top struct {
+	wire.NopHandler
+	w0, w1 int64 // the window: ticks stamped in [w0, w1) count
+
+	mu      sync.Mutex
+	seen    map[string]bool
+	ticks   map[string]int // per node, in the window
+	values  int64          // in the window
+	lat     []time.Duration
+	late    int // window ticks arriving after the grace period
+	closed  bool
+	gaps    int
+	downs   int
+	downsW  int // down reports arriving from the window's start on
+	foreign int // ticks of nodes that are not simulated (the aggregators' own)
+}
+
+func (tp *top) Tick(node string, t time.Time, _ []*metric.Desc, values []float64) {
+	now := time.Now()
+	if !strings.HasPrefix(node, "cn") {
+		tp.mu.Lock()
+		tp.foreign++
+		tp.mu.Unlock()
+		return
+	}
+	ts := t.UnixNano()
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	if !tp.seen[node] {
+		tp.seen[node] = true
+	}
+	if ts < tp.w0 || ts >= tp.w1 {
+		return
+	}
+	if tp.closed {
+		tp.late++
+		return
+	}
+	tp.ticks[node]++
+	tp.values += int64(len(values))
+	tp.lat = append(tp.lat, now.Sub(t))
+}
+
+func (tp *top) Gap(node string, from, to time.Time) {
+	tp.mu.Lock()
+	tp.gaps++
+	tp.mu.Unlock()
+}
+
+func (tp *top) NodeState(node string, up bool, t time.Time) {
+	if !up {
+		now := time.Now().UnixNano()
+		tp.mu.Lock()
+		tp.downs++
+		if now >= tp.w0 {
+			tp.downsW++
+		}
+		tp.mu.Unlock()
+	}
+}
+
+func (tp *top) nodesSeen() int {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	return len(tp.seen)
+}
+
+// child is a vigil process.
+type child struct {
+	name   string
+	cmd    *exec.Cmd
+	stderr *lockedBuffer
+	http   string // aggregators: /metrics address
+	cpu0   int64
+	rssMax int64
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	// Keep the tail only: a long run logs a lot.
+	l.b = append(l.b, p...)
+	if len(l.b) > 1<<20 {
+		l.b = append(l.b[:0], l.b[len(l.b)-(512<<10):]...)
+	}
+	return len(p), nil
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return string(l.b)
+}
+
+func startChild(bin, name string, args ...string) (*child, error) {
+	c := &child{name: name, cmd: exec.Command(bin, args...), stderr: &lockedBuffer{}}
+	c.cmd.Stderr = c.stderr
+	if err := c.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	return c, nil
+}
+
+// stop interrupts the child and kills it if it is not gone within 5s.
+func (c *child) stop() {
+	_ = c.cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan struct{})
+	go func() { _ = c.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-done
+	}
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+func run(o options) error {
+	bin, err := filepath.Abs(o.vigil)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tp := &top{seen: map[string]bool{}, ticks: map[string]int{}, w0: 1<<63 - 1, w1: 1<<63 - 1}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	var topStats wire.ServerStats
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	go wire.Serve(ctx, ln, wire.ServerOptions{Name: "treeload-top", Log: quiet, Stats: &topStats}, tp)
+
+	// Aggregators from the top down, each streaming to the one above.
+	var aggs []*child // aggs[0] is L1
+	upstream := ln.Addr().String()
+	for level := o.levels; level >= 1; level-- {
+		listen, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		httpAddr, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		name := fmt.Sprintf("treeload-l%d", level)
+		a, err := startChild(bin, name, "aggregator", "--name", name, "--listen", listen, "--upstream", upstream,
+			"--http", httpAddr, "--interval", o.interval.String(), "--log-level", "warn")
+		if err != nil {
+			return err
+		}
+		defer a.stop()
+		a.http = httpAddr
+		aggs = append([]*child{a}, aggs...)
+		upstream = listen
+		if err := waitHTTP(httpAddr); err != nil {
+			return fmt.Errorf("%s: %w\n%s", name, err, a.stderr.String())
+		}
+	}
+	l1 := aggs[0]
+	sim, err := startChild(bin, "simulate", "simulate", "--nodes", strconv.Itoa(o.nodes), "--interval", o.interval.String(),
+		"--cpus", strconv.Itoa(o.cpus), "--group-size", strconv.Itoa(o.groupSize), "--upstream", upstream)
+	if err != nil {
+		return err
+	}
+	defer sim.stop()
+
+	// Warm up until every node has arrived at the top, then open the
+	// window on an interval boundary.
+	deadline := time.Now().Add(o.warmup)
+	for tp.nodesSeen() < o.nodes && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := tp.nodesSeen(); n < o.nodes {
+		fmt.Printf("warning: only %d of %d nodes reached the top during the warm-up\n", n, o.nodes)
+	}
+	w0 := time.Now().Truncate(o.interval).Add(2 * o.interval)
+	w1 := w0.Add(o.duration)
+	tp.mu.Lock()
+	tp.w0, tp.w1 = w0.UnixNano(), w1.UnixNano()
+	tp.mu.Unlock()
+	time.Sleep(time.Until(w0))
+
+	procs := append([]*child{sim}, aggs...)
+	for _, c := range procs {
+		if c.cpu0, err = cpuNanos(c.cmd.Process.Pid); err != nil {
+			return err
+		}
+	}
+	var perf *exec.Cmd
+	if o.perf != "" {
+		perf = exec.Command("perf", "record", "-F", "499", "-g", "-o", o.perf, "-p", strconv.Itoa(l1.cmd.Process.Pid),
+			"--", "sleep", strconv.Itoa(int(o.duration.Seconds())))
+		perf.Stderr = os.Stderr
+		if err := perf.Start(); err != nil {
+			return fmt.Errorf("perf: %w", err)
+		}
+	}
+	in0, err := scrapeAgg(l1.http)
+	if err != nil {
+		return err
+	}
+	// Once a second: RSS, and bytes per value into L1 over that second.
+	var bpv []float64
+	prev := in0
+	tick := time.NewTicker(time.Second)
+	for now := range tick.C {
+		for _, c := range procs {
+			if r, err := rss(c.cmd.Process.Pid); err == nil {
+				c.rssMax = max(c.rssMax, r)
+			}
+		}
+		cur, err := scrapeAgg(l1.http)
+		if err == nil {
+			if dv := cur.values - prev.values; dv > 0 {
+				bpv = append(bpv, (cur.bytes-prev.bytes)/dv)
+			}
+			prev = cur
+		}
+		if !now.Before(w1) {
+			break
+		}
+	}
+	tick.Stop()
+	elapsed := time.Since(w0)
+	cpu := make([]float64, len(procs))
+	for i, c := range procs {
+		c1, err := cpuNanos(c.cmd.Process.Pid)
+		if err != nil {
+			return err
+		}
+		cpu[i] = float64(c1-c.cpu0) / float64(elapsed.Nanoseconds()) * 100
+	}
+	in1, err := scrapeAgg(l1.http)
+	if err != nil {
+		return err
+	}
+	if perf != nil {
+		_ = perf.Wait()
+	}
+	// Ticks still in flight get a grace period; later ones count as lost.
+	time.Sleep(3 * time.Second)
+	tp.mu.Lock()
+	tp.closed = true
+	var got int64
+	for _, n := range tp.ticks {
+		got += int64(n)
+	}
+	values, late, gaps, downs, downsW := tp.values, tp.late, tp.gaps, tp.downs, tp.downsW
+	lat := slices.Clone(tp.lat)
+	tp.mu.Unlock()
+	slices.Sort(lat)
+	slices.Sort(bpv)
+
+	perInterval := int64(o.duration / o.interval)
+	want := int64(o.nodes) * perInterval
+	secs := o.duration.Seconds()
+	simTotals := lastMatch(sim.stderr.String(), `totals ticks=(\d+) dropped=(\d+).*overruns=(\d+)`)
+	vpn := lastMatch(sim.stderr.String(), `values_per_node=(\d+)`)
+
+	fmt.Printf("treeload: nodes=%d levels=%d interval=%s window=%s cpus/node=%d group=%d\n",
+		o.nodes, o.levels, o.interval, o.duration, o.cpus, o.groupSize)
+	if len(vpn) == 2 {
+		v, _ := strconv.ParseFloat(vpn[1], 64)
+		fmt.Printf("  sent (nominal)        %12.0f values/s  (%s values/node/tick)\n", v*float64(o.nodes)/o.interval.Seconds(), vpn[1])
+	}
+	fmt.Printf("  received by L1        %12.0f values/s\n", (in1.values-in0.values)/secs)
+	fmt.Printf("  received at the top   %12.0f values/s\n", float64(values)/secs)
+	fmt.Printf("  ticks                 %d of %d received in the window, %d lost (%.3f%%), %d late, %d gap records, %d down reports (%d after the window opened)\n",
+		got, want, want-got, 100*float64(want-got)/float64(max(want, 1)), late, gaps, downs, downsW)
+	if len(simTotals) == 4 {
+		fmt.Printf("  simulator             ticks=%s dropped=%s overruns=%s (whole run)\n", simTotals[1], simTotals[2], simTotals[3])
+	}
+	fmt.Printf("  latency at the top    p50 %v  p99 %v  max %v  (arrival - sample timestamp, %d ticks)\n",
+		pct(lat, 50), pct(lat, 99), pct(lat, 100), len(lat))
+	if len(bpv) > 0 {
+		fmt.Printf("  wire into L1          %.3f bytes/value (median of %d one-second windows)\n", bpv[len(bpv)/2], len(bpv))
+	}
+	if values > 0 {
+		fmt.Printf("  wire into the top     %.3f bytes/value (whole run)\n", float64(topStats.Bytes.Load())/float64(topStats.Values.Load()))
+	}
+	for i, c := range procs {
+		fmt.Printf("  %-22s CPU %5.1f%% of a core, max RSS %.1f MiB\n", c.name, cpu[i], float64(c.rssMax)/(1<<20))
+	}
+	return nil
+}
+
+func pct(d []time.Duration, p int) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	i := min(len(d)*p/100, len(d)-1)
+	return d[i].Round(100 * time.Microsecond)
+}
+
+func lastMatch(s, re string) []string {
+	all := regexp.MustCompile(re).FindAllStringSubmatch(s, -1)
+	if len(all) == 0 {
+		return nil
+	}
+	return all[len(all)-1]
+}
+
+func waitHTTP(addr string) error {
+	for range 100 {
+		if _, err := scrapeAgg(addr); err == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("no /metrics on %s", addr)
+}
+
+type aggCounters struct{ values, bytes float64 }
+
+func scrapeAgg(addr string) (aggCounters, error) {
+	var c aggCounters
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return c, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	found := 0
+	for sc.Scan() {
+		line := sc.Text()
+		name, _, _ := strings.Cut(line, "{")
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		switch name {
+		case "vigil_aggregator_values_received_total":
+			c.values, err = strconv.ParseFloat(line[i+1:], 64)
+			found++
+		case "vigil_aggregator_bytes_received_total":
+			c.bytes, err = strconv.ParseFloat(line[i+1:], 64)
+			found++
+		}
+		if err != nil {
+			return c, fmt.Errorf("%s: %q: %w", addr, line, err)
+		}
+	}
+	if found != 2 {
+		return c, fmt.Errorf("%s: counters missing from /metrics", addr)
+	}
+	return c, sc.Err()
+}
+
+// cpuNanos sums the on-CPU time of every thread of pid.
+func cpuNanos(pid int) (int64, error) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	var sum int64
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name(), "schedstat"))
+		if err != nil {
+			continue // the thread exited meanwhile
+		}
+		f := strings.Fields(string(b))
+		if len(f) == 0 {
+			return 0, fmt.Errorf("%s/%s/schedstat: empty", dir, e.Name())
+		}
+		n, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s/%s/schedstat: %w", dir, e.Name(), err)
+		}
+		sum += n
+	}
+	return sum, nil
+}
+
+func rss(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
+}

@@ -1,0 +1,114 @@
+package remotewrite
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/prometheus/common/model"
+)
+
+// Defaults of Config fields left zero.
+const (
+	DefaultTimeout           = 30 * time.Second
+	DefaultQueueCapacity     = 100_000
+	DefaultMaxSamplesPerSend = 2000
+	DefaultBatchSendDeadline = time.Second
+	DefaultMinBackoff        = 30 * time.Millisecond
+	DefaultMaxBackoff        = 5 * time.Second
+	// DefaultFlushTimeout bounds the last send at shutdown.
+	DefaultFlushTimeout = 5 * time.Second
+)
+
+// Config is one destination: an element of `remote_write = [...]` in the
+// [server] table.
+type Config struct {
+	URL string `toml:"url"`
+	// Name labels the destination in logs and the status endpoint
+	// (default: the URL's host).
+	Name string `toml:"name"`
+	// Timeout bounds one HTTP request.
+	Timeout Duration `toml:"timeout"`
+	// QueueCapacity bounds the samples waiting for this destination;
+	// when it is full the oldest are dropped and counted.
+	QueueCapacity     int      `toml:"queue_capacity"`
+	MaxSamplesPerSend int      `toml:"max_samples_per_send"`
+	BatchSendDeadline Duration `toml:"batch_send_deadline"`
+	MinBackoff        Duration `toml:"min_backoff"`
+	MaxBackoff        Duration `toml:"max_backoff"`
+	// Headers are added to every request (e.g. Authorization).
+	Headers map[string]string `toml:"headers"`
+}
+
+// Validate checks one destination; the server's config validation calls it.
+func (c *Config) Validate() error {
+	u, err := url.Parse(c.URL)
+	switch {
+	case c.URL == "":
+		return errors.New("url: empty")
+	case err != nil:
+		return fmt.Errorf("url %q: %w", c.URL, err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("url %q: scheme must be http or https", c.URL)
+	case u.Host == "":
+		return fmt.Errorf("url %q: no host", c.URL)
+	}
+	if c.Timeout < 0 || c.QueueCapacity < 0 || c.MaxSamplesPerSend < 0 || c.BatchSendDeadline < 0 || c.MinBackoff < 0 || c.MaxBackoff < 0 {
+		return fmt.Errorf("url %q: timeout, queue_capacity, max_samples_per_send, batch_send_deadline and backoffs must not be negative", c.URL)
+	}
+	if c.MaxBackoff > 0 && c.MinBackoff > c.MaxBackoff {
+		return fmt.Errorf("url %q: min_backoff %s exceeds max_backoff %s", c.URL, c.MinBackoff.D(), c.MaxBackoff.D())
+	}
+	return nil
+}
+
+// withDefaults fills zero fields.
+func (c Config) withDefaults() Config {
+	if c.Name == "" {
+		if u, err := url.Parse(c.URL); err == nil {
+			c.Name = u.Host
+		}
+	}
+	def := func(d *Duration, v time.Duration) {
+		if *d == 0 {
+			*d = Duration(v)
+		}
+	}
+	def(&c.Timeout, DefaultTimeout)
+	def(&c.BatchSendDeadline, DefaultBatchSendDeadline)
+	def(&c.MinBackoff, DefaultMinBackoff)
+	def(&c.MaxBackoff, DefaultMaxBackoff)
+	if c.QueueCapacity == 0 {
+		c.QueueCapacity = DefaultQueueCapacity
+	}
+	if c.MaxSamplesPerSend == 0 {
+		c.MaxSamplesPerSend = DefaultMaxSamplesPerSend
+	}
+	c.MaxSamplesPerSend = min(c.MaxSamplesPerSend, c.QueueCapacity)
+	c.MinBackoff = min(c.MinBackoff, c.MaxBackoff)
+	return c
+}
+
+// Duration accepts Prometheus ("30s", "5m") or Go ("1.5s") durations in
+// TOML. It repeats server.Duration because package server imports this one.
+type Duration time.Duration
+
+// UnmarshalText parses a duration.
+func (d *Duration) UnmarshalText(b []byte) error {
+	if v, err := model.ParseDuration(string(b)); err == nil {
+		*d = Duration(v)
+		return nil
+	}
+	if v, err := time.ParseDuration(string(b)); err == nil && v >= 0 {
+		*d = Duration(v)
+		return nil
+	}
+	return fmt.Errorf("invalid duration %q (want e.g. \"30s\" or \"5m\")", b)
+}
+
+// MarshalText writes the duration as Prometheus does.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(model.Duration(d).String()), nil }
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }

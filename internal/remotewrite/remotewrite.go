@@ -1,0 +1,188 @@
+// Package remotewrite sends what the server ingests from the tree on to
+// other systems with the Prometheus remote-write 1.0 protocol (snappy
+// compressed prompb.WriteRequest). Each destination has a bounded queue
+// that drops its oldest samples when full, one sending goroutine that
+// batches, and retries with exponential backoff on network errors, 5xx and
+// 429; other 4xx answers drop the batch. Everything is counted and served
+// as JSON by Handler.
+package remotewrite
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vigil-hpc/vigil/internal/metric"
+)
+
+// DefaultMaxSeries bounds the cache of encoded label sets.
+const DefaultMaxSeries = 1 << 20
+
+// Store is what the ingest path writes to (ingest.Store).
+type Store interface {
+	AppendTick(node string, t time.Time, descs []*metric.Desc, values []float64) error
+	SetUp(node string, t time.Time, up bool) error
+	Gap(node string, from, to time.Time) error
+}
+
+// Writer fans samples out to the destinations' queues.
+type Writer struct {
+	queues []*queue
+	log    *slog.Logger
+	upDesc *metric.Desc
+
+	mu        sync.Mutex // guards series and scratch
+	series    map[seriesKey][]byte
+	maxSeries int
+	scratch   []sample
+
+	skipped atomic.Uint64 // ticks not forwarded because the store refused them
+}
+
+// seriesKey identifies a series by node and descriptor pointer, which the
+// ingest path keeps stable (metric.Desc's contract).
+type seriesKey struct {
+	node string
+	desc *metric.Desc
+}
+
+// New returns a writer for the destinations; call Run to send.
+func New(dests []Config, log *slog.Logger) (*Writer, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	w := &Writer{
+		log:       log,
+		upDesc:    metric.NewDesc("up", "", metric.Gauge),
+		series:    map[seriesKey][]byte{},
+		maxSeries: DefaultMaxSeries,
+	}
+	var errs []error
+	for i := range dests {
+		if err := dests[i].Validate(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		w.queues = append(w.queues, newQueue(dests[i], log))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// Run sends until ctx ends, then flushes each queue for at most
+// DefaultFlushTimeout. It returns nil.
+func (w *Writer) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, q := range w.queues {
+		wg.Go(func() { q.run(ctx) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// Tap returns a Store that writes to next and forwards what next accepted.
+func (w *Writer) Tap(next Store) Store { return &tap{next: next, w: w} }
+
+type tap struct {
+	next Store
+	w    *Writer
+}
+
+// AppendTick forwards a tick only when the store took all of it: samples
+// the store refused (out of order, duplicates) would make a Prometheus
+// destination answer 400 and drop the whole batch with them.
+func (t *tap) AppendTick(node string, ts time.Time, descs []*metric.Desc, values []float64) error {
+	err := t.next.AppendTick(node, ts, descs, values)
+	if err != nil {
+		t.w.skipped.Add(1)
+		return err
+	}
+	t.w.add(node, ts.UnixMilli(), descs, values)
+	return nil
+}
+
+// SetUp forwards up{node}.
+func (t *tap) SetUp(node string, ts time.Time, up bool) error {
+	if err := t.next.SetUp(node, ts, up); err != nil {
+		return err
+	}
+	v := 0.0
+	if up {
+		v = 1
+	}
+	t.w.add(node, ts.UnixMilli(), []*metric.Desc{t.w.upDesc}, []float64{v})
+	return nil
+}
+
+// Gap is not forwarded: the stale markers it writes are the store's
+// business, and destinations see the node's up=0 instead.
+func (t *tap) Gap(node string, from, to time.Time) error { return t.next.Gap(node, from, to) }
+
+// add queues one tick for every destination.
+func (w *Writer) add(node string, t int64, descs []*metric.Desc, values []float64) {
+	if len(w.queues) == 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.scratch = w.scratch[:0]
+	for i, d := range descs {
+		if d == nil || d.Name == "" {
+			continue
+		}
+		k := seriesKey{node, d}
+		ls, ok := w.series[k]
+		if !ok {
+			if len(w.series) >= w.maxSeries {
+				// Descriptors of vanished nodes or re-interned schemas pile
+				// up here; rebuilding the live ones is cheap.
+				clear(w.series)
+			}
+			ls = appendLabels(nil, node, d)
+			w.series[k] = ls
+		}
+		w.scratch = append(w.scratch, sample{labels: ls, t: t, v: values[i]})
+	}
+	for _, q := range w.queues {
+		q.push(w.scratch)
+	}
+	clear(w.scratch) // drop references to label sets the cache may evict
+	w.scratch = w.scratch[:0]
+}
+
+// Status is the state of all destinations.
+type Status struct {
+	SkippedTicks uint64              `json:"skipped_ticks"`
+	Destinations []DestinationStatus `json:"destinations"`
+}
+
+// Status returns the counters.
+func (w *Writer) Status() Status {
+	st := Status{SkippedTicks: w.skipped.Load(), Destinations: make([]DestinationStatus, 0, len(w.queues))}
+	for _, q := range w.queues {
+		st.Destinations = append(st.Destinations, q.status())
+	}
+	return st
+}
+
+// Handler serves Status as JSON in the Prometheus API envelope
+// (GET /api/v1/status/remote_write).
+func (w *Writer) Handler() http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
+		rw.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(rw).Encode(struct {
+			Status string `json:"status"`
+			Data   Status `json:"data"`
+		}{"success", w.Status()})
+	})
+}
+
+func parseURL(s string) (*url.URL, error) { return url.Parse(s) }

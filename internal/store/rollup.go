@@ -1,0 +1,418 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/util/compression"
+)
+
+// Rollups keep one-minute aggregates of every raw series for much longer
+// than the raw data. They live in a second TSDB (RollupOptions.Dir, by
+// default <data>/rollup) so each database keeps its own retention and the
+// raw one stays exactly what was ingested. A rollup series carries the raw
+// series' labels plus RollupLabel naming the aggregate.
+const (
+	// RollupLabel names the aggregate of a rollup series. It starts with
+	// "__", which Prometheus reserves, so it cannot clash with user labels.
+	RollupLabel = "__rollup__"
+	// RollupStep is the width of one rollup bucket.
+	RollupStep = time.Minute
+
+	DefaultRollupRetention = 400 * 24 * time.Hour
+	// DefaultRollupDelay leaves late ticks (aggregators replaying after
+	// an outage, clock skew) time to land before their minute is rolled.
+	DefaultRollupDelay = 30 * time.Second
+	// rollupChunk is how much raw time one pass reads. It stays below half
+	// the TSDB head's 2h block range, so a catch-up pass appending series
+	// after series never writes below the head's appendable window.
+	rollupChunk = 30 * time.Minute
+	// rollupCommitEvery bounds the samples one appender buffers.
+	rollupCommitEvery = 100_000
+	watermarkFile     = "watermark"
+)
+
+// The aggregates, each a value of RollupLabel. Each bucket [t, t+1m) is
+// stamped t.
+const (
+	AggMin   = "min"
+	AggMax   = "max"
+	AggMean  = "mean"
+	AggCount = "count"
+)
+
+var aggs = [...]string{AggMin, AggMax, AggMean, AggCount}
+
+// RollupOptions configure a Rollup.
+type RollupOptions struct {
+	// Dir holds the rollup TSDB and its watermark (default: <raw dir>/rollup).
+	Dir string
+	// Retention drops rollups older than this (0: DefaultRollupRetention).
+	Retention time.Duration
+	// Delay is how long after its end a minute is rolled up (0:
+	// DefaultRollupDelay).
+	Delay  time.Duration
+	Logger *slog.Logger
+}
+
+// Rollup computes and serves the one-minute aggregates of a raw Store.
+type Rollup struct {
+	raw  *Store
+	db   *tsdb.DB
+	opts RollupOptions
+	log  *slog.Logger
+
+	mu sync.Mutex // serialises Step
+	// watermark (ms): every bucket before it is rolled up. Atomic so
+	// queries need not wait for a running pass.
+	watermark atomic.Int64
+	// rawStart, if set, replaces the raw store's oldest timestamp as the
+	// boundary between rollup and raw data (tests).
+	rawStart                           func() int64
+	minutes, series, samples, rejected atomic.Uint64
+}
+
+// RollupStats count the work of a Rollup since it was opened.
+type RollupStats struct {
+	Minutes, Series, Samples, Rejected uint64
+}
+
+// OpenRollup opens (or creates) the rollup database of raw and reads its
+// watermark.
+func OpenRollup(raw *Store, opts RollupOptions) (*Rollup, error) {
+	if raw == nil {
+		return nil, errors.New("store: rollup: no raw store")
+	}
+	if opts.Retention < 0 || opts.Delay < 0 {
+		return nil, errors.New("store: rollup: negative retention or delay")
+	}
+	if opts.Dir == "" {
+		opts.Dir = filepath.Join(raw.opts.Dir, "rollup")
+	}
+	if opts.Retention == 0 {
+		opts.Retention = DefaultRollupRetention
+	}
+	if opts.Delay == 0 {
+		opts.Delay = DefaultRollupDelay
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	wm, err := readWatermark(filepath.Join(opts.Dir, watermarkFile))
+	if err != nil {
+		return nil, err
+	}
+	to := tsdb.DefaultOptions()
+	to.RetentionDuration = opts.Retention.Milliseconds()
+	to.WALCompression = compression.Snappy
+	// A crash between a commit and the watermark's update re-rolls those
+	// minutes; the window lets the identical samples land (or be refused
+	// as duplicates) instead of failing as out of bounds.
+	to.OutOfOrderTimeWindow = (2 * rollupChunk).Milliseconds()
+	db, err := tsdb.Open(opts.Dir, opts.Logger, nil, to, nil)
+	if err != nil {
+		return nil, fmt.Errorf("store: open rollup %s: %w", opts.Dir, err)
+	}
+	r := &Rollup{raw: raw, db: db, opts: opts, log: opts.Logger}
+	r.watermark.Store(wm)
+	return r, nil
+}
+
+// Close closes the rollup database (not the raw store).
+func (r *Rollup) Close() error {
+	if err := r.db.Close(); err != nil {
+		return fmt.Errorf("store: close rollup %s: %w", r.opts.Dir, err)
+	}
+	return nil
+}
+
+// Watermark is the end of the rolled-up time: every minute before it has
+// its rollups.
+func (r *Rollup) Watermark() time.Time {
+	return time.UnixMilli(r.watermark.Load())
+}
+
+// Stats returns the counters.
+func (r *Rollup) Stats() RollupStats {
+	return RollupStats{Minutes: r.minutes.Load(), Series: r.series.Load(), Samples: r.samples.Load(), Rejected: r.rejected.Load()}
+}
+
+// Run rolls up every completed minute at start (catching up from the
+// watermark) and then once a minute until ctx ends. Errors are logged and
+// retried at the next minute, so a bad pass does not stop the server.
+func (r *Rollup) Run(ctx context.Context) error {
+	r.log.Info("rollups started", "dir", r.opts.Dir, "retention", r.opts.Retention.String(), "watermark", r.Watermark().UTC())
+	for {
+		if n, err := r.Step(ctx, time.Now()); err != nil {
+			r.log.Warn("rollup failed", "err", err)
+		} else if n > 0 {
+			r.log.Debug("rolled up", "minutes", n, "watermark", r.Watermark())
+		}
+		// Wake just after the next minute plus the delay has passed.
+		now := time.Now()
+		next := now.Truncate(RollupStep).Add(RollupStep + r.opts.Delay%RollupStep)
+		if !next.After(now) {
+			next = next.Add(RollupStep)
+		}
+		t := time.NewTimer(next.Sub(now))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Step rolls up every complete minute ending at least Delay before now
+// that is not yet rolled up, and returns how many minutes it covered. The
+// watermark is persisted after each committed pass. A rollup sample is a
+// function of the raw minute alone, so repeating a pass rewrites identical
+// samples: re-runs never count twice.
+func (r *Rollup) Step(ctx context.Context, now time.Time) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	end := now.Add(-r.opts.Delay).Truncate(RollupStep).UnixMilli()
+	start := r.watermark.Load()
+	rs := r.raw.MinTime()
+	if rs == math.MaxInt64 && start == 0 {
+		return 0, nil // nothing ingested yet
+	}
+	if rs != math.MaxInt64 && rs > start {
+		// Nothing older exists in raw (first run, or raw retention ran
+		// ahead while rollups were off).
+		start = time.UnixMilli(rs).Truncate(RollupStep).UnixMilli()
+	}
+	step := RollupStep.Milliseconds()
+	minutes := 0
+	for from := start; from < end; {
+		if err := ctx.Err(); err != nil {
+			return minutes, err
+		}
+		to := min(from+rollupChunk.Milliseconds(), end)
+		if err := r.pass(ctx, from, to); err != nil {
+			return minutes, err
+		}
+		if err := writeWatermark(filepath.Join(r.opts.Dir, watermarkFile), to); err != nil {
+			return minutes, err
+		}
+		r.watermark.Store(to)
+		minutes += int((to - from) / step)
+		r.minutes.Add(uint64((to - from) / step))
+		from = to
+	}
+	return minutes, nil
+}
+
+// bucket accumulates one series' samples in one minute.
+type bucket struct {
+	min, max, sum float64
+	n             int
+	endsStale     bool // the last raw sample was a stale marker
+}
+
+// pass rolls up the minute-aligned range [from, to) of raw data.
+func (r *Rollup) pass(ctx context.Context, from, to int64) error {
+	q, err := r.raw.db.Querier(from, to-1)
+	if err != nil {
+		return fmt.Errorf("store: rollup %s..%s: raw querier: %w", fmtMs(from), fmtMs(to), err)
+	}
+	defer q.Close()
+	set := q.Select(ctx, false, nil, labels.MustNewMatcher(labels.MatchRegexp, labels.MetricName, ".+"))
+	step := RollupStep.Milliseconds()
+	buckets := make([]bucket, (to-from)/step)
+	app := r.db.Appender(ctx)
+	pending := 0
+	var (
+		it  chunkenc.Iterator
+		lb  labels.Builder
+		out [len(aggs)]labels.Labels
+	)
+	for set.Next() {
+		s := set.At()
+		clear(buckets)
+		seen := false
+		it = s.Iterator(it)
+		for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
+			if vt != chunkenc.ValFloat {
+				continue // histograms are not rolled up
+			}
+			t, v := it.At()
+			i := (t - from) / step
+			if t < from || i >= int64(len(buckets)) {
+				continue
+			}
+			b := &buckets[i]
+			seen = true
+			if value.IsStaleNaN(v) {
+				b.endsStale = true
+				continue
+			}
+			if b.n == 0 || v < b.min {
+				b.min = v
+			}
+			if b.n == 0 || v > b.max {
+				b.max = v
+			}
+			b.sum += v
+			b.n++
+			b.endsStale = false
+		}
+		if err := it.Err(); err != nil {
+			_ = app.Rollback()
+			return fmt.Errorf("store: rollup: read %s: %w", s.Labels(), err)
+		}
+		if !seen {
+			continue
+		}
+		lb.Reset(s.Labels())
+		for k, a := range aggs {
+			lb.Set(RollupLabel, a)
+			out[k] = lb.Labels()
+		}
+		for i := range buckets {
+			b := &buckets[i]
+			t := from + int64(i)*step
+			if b.n > 0 {
+				vals := [len(aggs)]float64{b.min, b.max, b.sum / float64(b.n), float64(b.n)}
+				for k := range aggs {
+					if err := r.append(app, out[k], t, vals[k]); err != nil {
+						_ = app.Rollback()
+						return err
+					}
+				}
+				pending += len(aggs)
+			}
+			if b.endsStale {
+				// The series went stale in this minute: end the rollup
+				// series just before the next bucket, so a gap stays a
+				// gap instead of the mean being carried forward.
+				for k := range aggs {
+					if err := r.append(app, out[k], t+step-1, math.Float64frombits(value.StaleNaN)); err != nil {
+						_ = app.Rollback()
+						return err
+					}
+				}
+				pending += len(aggs)
+			}
+		}
+		r.series.Add(1)
+		if pending >= rollupCommitEvery {
+			if err := app.Commit(); err != nil {
+				return fmt.Errorf("store: rollup %s..%s: commit: %w", fmtMs(from), fmtMs(to), err)
+			}
+			r.samples.Add(uint64(pending))
+			pending = 0
+			app = r.db.Appender(ctx)
+		}
+	}
+	if err := set.Err(); err != nil {
+		_ = app.Rollback()
+		return fmt.Errorf("store: rollup %s..%s: select raw series: %w", fmtMs(from), fmtMs(to), err)
+	}
+	if err := app.Commit(); err != nil {
+		return fmt.Errorf("store: rollup %s..%s: commit: %w", fmtMs(from), fmtMs(to), err)
+	}
+	r.samples.Add(uint64(pending))
+	return nil
+}
+
+func (r *Rollup) append(app storage.Appender, lset labels.Labels, t int64, v float64) error {
+	_, err := app.Append(0, lset, t, v)
+	switch {
+	case err == nil:
+		return nil
+	case sampleRejected(err):
+		// Already there from an interrupted pass, or below the rollup
+		// database's retention: either way nothing to add.
+		r.rejected.Add(1)
+		return nil
+	default:
+		return fmt.Errorf("store: rollup: append %s: %w", lset, err)
+	}
+}
+
+// MinTime is the oldest timestamp the raw store holds (math.MaxInt64 when
+// it is empty).
+func (s *Store) MinTime() int64 {
+	if bs := s.db.Blocks(); len(bs) > 0 {
+		return bs[0].Meta().MinTime
+	}
+	h := s.db.Head()
+	if h.NumSeries() == 0 {
+		return math.MaxInt64
+	}
+	return h.MinTime()
+}
+
+func fmtMs(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339) }
+
+// readWatermark returns the persisted watermark, 0 if there is none yet.
+func readWatermark(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: read rollup watermark: %w", err)
+	}
+	return parseWatermark(path, b)
+}
+
+// parseWatermark parses the file's content: decimal Unix milliseconds,
+// minute-aligned, and one newline.
+func parseWatermark(path string, b []byte) (int64, error) {
+	s := string(bytes.TrimSuffix(b, []byte("\n")))
+	ms, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || ms < 0 || ms%RollupStep.Milliseconds() != 0 {
+		return 0, fmt.Errorf("store: rollup watermark %s: want minute-aligned Unix milliseconds, got %q", path, truncate(s, 40))
+	}
+	return ms, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
+// writeWatermark replaces the file atomically (write, sync, rename), so a
+// crash leaves the old or the new value, never a torn one.
+func writeWatermark(path string, ms int64) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("store: write rollup watermark: %w", err)
+	}
+	_, err = f.WriteString(strconv.FormatInt(ms, 10) + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("store: write rollup watermark %s: %w", path, err)
+	}
+	return nil
+}
