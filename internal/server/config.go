@@ -44,6 +44,10 @@ type Config struct {
 
 	// Syslog intake (off unless an address is set); messages are kept
 	// under Data/logs.
+	// Topology groups nodes into racks or partitions for the dashboard
+	// (a file of "GROUP: host-list" lines).
+	Topology string `toml:"topology"`
+
 	SyslogUDP     string   `toml:"syslog_udp"`
 	SyslogTCP     string   `toml:"syslog_tcp"`
 	SyslogTLS     string   `toml:"syslog_tls"`
@@ -196,6 +200,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.cfg.SyslogTLS, "syslog-tls", "", "receive syslog over TLS on this address (needs --syslog-tls-cert/-key)")
 	fs.StringVar(&f.cfg.SyslogTLSCert, "syslog-tls-cert", "", "PEM certificate for --syslog-tls")
 	fs.StringVar(&f.cfg.SyslogTLSKey, "syslog-tls-key", "", "PEM key for --syslog-tls")
+	fs.StringVar(&f.cfg.Topology, "topology", "", "file of \"GROUP: host-list\" lines grouping nodes into racks for the dashboard")
 	fs.Var(&f.cfg.LogsRetention, "logs-retention", "drop log messages older than this (default: keep)")
 	f.cfg.Interval = d.Interval
 	fs.Var(&f.cfg.Interval, "interval", "the nodes' sampling interval; silent for 3 of them means down")
@@ -243,6 +248,8 @@ func (f *flags) config(fs *flag.FlagSet) (Config, error) {
 			cfg.SyslogTLSCert = f.cfg.SyslogTLSCert
 		case "syslog-tls-key":
 			cfg.SyslogTLSKey = f.cfg.SyslogTLSKey
+		case "topology":
+			cfg.Topology = f.cfg.Topology
 		case "logs-retention":
 			cfg.LogsRetention = f.cfg.LogsRetention
 		case "interval":

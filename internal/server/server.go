@@ -111,7 +111,14 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 			io.WriteString(w, `{"status":"error","errorType":"unavailable","error":"log intake is off: start vigil server with --syslog-udp or --syslog-tcp"}`+"\n")
 		})
 	}
-	s.web = web.New(web.Options{Source: webSource{api: s.api}, Logger: log.With("component", "web"), Interval: cfg.Interval.D()})
+	var groups map[string]string
+	if cfg.Topology != "" {
+		if groups, err = LoadTopology(cfg.Topology); err != nil {
+			st.Close()
+			return nil, err
+		}
+	}
+	s.web = web.New(web.Options{Source: webSource{api: s.api, groups: groups}, Logger: log.With("component", "web"), Interval: cfg.Interval.D()})
 	s.mux.Handle("/", s.web)
 	s.mux.Handle("POST /api/v1/write", s.rw)
 	s.mux.HandleFunc("GET /-/healthy", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "Vigil is Healthy.\n") })

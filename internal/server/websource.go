@@ -15,6 +15,9 @@ import (
 // webSource feeds the dashboard from the query engine in this process.
 type webSource struct {
 	api *query.API
+	// groups maps node names to racks or partitions (--topology); nil
+	// lets the dashboard group by name pattern.
+	groups map[string]string
 }
 
 // instant evaluates expr at t; expression errors wrap web.ErrBadQuery so
@@ -59,7 +62,7 @@ func (w webSource) Nodes(ctx context.Context) ([]web.NodeInfo, error) {
 	out := make([]web.NodeInfo, 0, len(ups))
 	for _, s := range ups {
 		if n := s.Labels[store.NodeLabel]; n != "" {
-			out = append(out, web.NodeInfo{Name: n, Up: s.Value == 1})
+			out = append(out, web.NodeInfo{Name: n, Up: s.Value == 1, Group: w.groups[n]})
 		}
 	}
 	return out, nil
