@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"reflect"
 	"sync"
 	"testing"
@@ -240,5 +241,45 @@ func TestBufferAndReplay(t *testing.T) {
 		if !ts.Equal(base.Add(time.Duration(i) * time.Second)) {
 			t.Fatalf("replayed tick %d at %v: out of order", i, ts)
 		}
+	}
+}
+
+// Expected children come from a host-list file that is re-read when it
+// changes (and on Reload, as SIGHUP does), without a restart.
+func TestChildrenFileReload(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dir := t.TempDir()
+	hosts := dir + "/children"
+	if err := os.WriteFile(hosts, []byte("# rack 1\ncn[001-004]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	uln := listen(t)
+	defer uln.Close()
+	agg, err := New(Config{Name: "agg-file", Listen: "127.0.0.1:0", Upstream: []string{uln.Addr().String()},
+		Interval: 50 * time.Millisecond, ChildrenFile: hosts, Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, down := agg.Liveness().Counts(); down != 4 {
+		t.Fatalf("expected children down = %d, want 4 (listed, never seen)", down)
+	}
+	go agg.Run(ctx)
+	// A later mtime even on file systems with coarse timestamps.
+	later := time.Now().Add(2 * time.Second)
+	if err := os.WriteFile(hosts, []byte("cn[001-006]\nlogin1:9101\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chtimes(hosts, later, later)
+	waitFor(t, "children file re-read", 5*time.Second, func() bool { _, d := agg.Liveness().Counts(); return d == 7 })
+	os.WriteFile(hosts, []byte("cn001\n"), 0o644)
+	agg.Reload()
+	waitFor(t, "reload", 5*time.Second, func() bool { _, d := agg.Liveness().Counts(); return d == 1 })
+	// A broken file keeps the previous list.
+	os.WriteFile(hosts, []byte("cn[9-1]\n"), 0o644)
+	agg.Reload()
+	time.Sleep(200 * time.Millisecond)
+	if _, d := agg.Liveness().Counts(); d != 1 {
+		t.Errorf("after a bad file, down = %d, want the previous 1", d)
 	}
 }

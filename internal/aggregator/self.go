@@ -12,7 +12,7 @@ import (
 
 type selfDescs struct {
 	info, childrenUp, childrenDown, connections, received, forwarded, dropped,
-	ticksDropped, gaps, bytesIn, bytesOut, upstreamUp, lag, protoErrs, authFails, refused *metric.Desc
+	ticksDropped, gaps, bytesIn, bytesOut, upstreamUp, lag, protoErrs, authFails, refused, buffer *metric.Desc
 }
 
 func newSelfDescs(name string) selfDescs {
@@ -35,6 +35,7 @@ func newSelfDescs(name string) selfDescs {
 		protoErrs:    c("vigil_aggregator_protocol_errors_total", "Connections closed for malformed, oversized or unknown frames."),
 		authFails:    c("vigil_aggregator_auth_failures_total", "Peers refused for failed authentication."),
 		refused:      c("vigil_aggregator_refused_total", "Non-loopback peers refused because no key is set."),
+		buffer:       g("vigil_aggregator_buffer_bytes", "Encoded bytes waiting for the upstream (grows while it is away)."),
 	}
 }
 
@@ -71,6 +72,7 @@ func (a *Aggregator) fillSelf(b *metric.Batch, t time.Time) {
 	b.Add(d.protoErrs, float64(a.wstats.ProtocolErrors.Load()))
 	b.Add(d.authFails, float64(a.wstats.AuthFailures.Load()))
 	b.Add(d.refused, float64(a.wstats.Refused.Load()))
+	b.Add(d.buffer, float64(a.client.QueueBytes()))
 }
 
 func joinAddrs(a []string) string {

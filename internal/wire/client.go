@@ -571,3 +571,10 @@ func (s *Stream) same(b *metric.Batch) bool {
 	}
 	return true
 }
+
+// QueueBytes is how many encoded bytes wait for the upstream.
+func (c *Client) QueueBytes() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.qBytes
+}
