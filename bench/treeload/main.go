@@ -84,8 +84,7 @@ type top struct {
 	ticks   map[string]int // per node, in the window
 	values  int64          // in the window
 	lat     []time.Duration
-	late    int // window ticks arriving after the grace period
-	closed  bool
+	closed  bool // the grace period is over: later ticks count as missing
 	gaps    int
 	downs   int
 	downsW  int // down reports arriving from the window's start on
@@ -110,7 +109,6 @@ func (tp *top) Tick(node string, t time.Time, _ []*metric.Desc, values []float64
 		return
 	}
 	if tp.closed {
-		tp.late++
 		return
 	}
 	tp.ticks[node]++
@@ -336,7 +334,7 @@ func run(o options) error {
 	for _, n := range tp.ticks {
 		got += int64(n)
 	}
-	values, late, gaps, downs, downsW := tp.values, tp.late, tp.gaps, tp.downs, tp.downsW
+	values, gaps, downs, downsW := tp.values, tp.gaps, tp.downs, tp.downsW
 	lat := slices.Clone(tp.lat)
 	tp.mu.Unlock()
 	slices.Sort(lat)
@@ -356,8 +354,8 @@ func run(o options) error {
 	}
 	fmt.Printf("  received by L1        %12.0f values/s\n", (in1.values-in0.values)/secs)
 	fmt.Printf("  received at the top   %12.0f values/s\n", float64(values)/secs)
-	fmt.Printf("  ticks                 %d of %d received in the window, %d lost (%.3f%%), %d late, %d gap records, %d down reports (%d after the window opened)\n",
-		got, want, want-got, 100*float64(want-got)/float64(max(want, 1)), late, gaps, downs, downsW)
+	fmt.Printf("  ticks                 %d of %d received in the window, %d missing 3s after it (%.3f%%), %d gap records, %d down reports (%d after the window opened)\n",
+		got, want, want-got, 100*float64(want-got)/float64(max(want, 1)), gaps, downs, downsW)
 	if len(simTotals) == 4 {
 		fmt.Printf("  simulator             ticks=%s dropped=%s overruns=%s (whole run)\n", simTotals[1], simTotals[2], simTotals[3])
 	}
@@ -368,6 +366,11 @@ func run(o options) error {
 	}
 	if values > 0 {
 		fmt.Printf("  wire into the top     %.3f bytes/value (whole run)\n", float64(topStats.Bytes.Load())/float64(topStats.Values.Load()))
+	}
+	for _, a := range aggs {
+		if c, err := scrapeAgg(a.http); err == nil {
+			fmt.Printf("  %-22s dropped %.0f values, %.0f upstream ticks (whole run)\n", a.name, c.dropped, c.ticksDropped)
+		}
 	}
 	for i, c := range procs {
 		fmt.Printf("  %-22s CPU %5.1f%% of a core, max RSS %.1f MiB\n", c.name, cpu[i], float64(c.rssMax)/(1<<20))
@@ -401,7 +404,8 @@ func waitHTTP(addr string) error {
 	return fmt.Errorf("no /metrics on %s", addr)
 }
 
-type aggCounters struct{ values, bytes float64 }
+// aggCounters are an aggregator's counters read from its /metrics.
+type aggCounters struct{ values, bytes, dropped, ticksDropped float64 }
 
 func scrapeAgg(addr string) (aggCounters, error) {
 	var c aggCounters
@@ -426,6 +430,10 @@ func scrapeAgg(addr string) (aggCounters, error) {
 		case "vigil_aggregator_bytes_received_total":
 			c.bytes, err = strconv.ParseFloat(line[i+1:], 64)
 			found++
+		case "vigil_aggregator_values_dropped_total":
+			c.dropped, err = strconv.ParseFloat(line[i+1:], 64)
+		case "vigil_aggregator_upstream_ticks_dropped_total":
+			c.ticksDropped, err = strconv.ParseFloat(line[i+1:], 64)
 		}
 		if err != nil {
 			return c, fmt.Errorf("%s: %q: %w", addr, line, err)

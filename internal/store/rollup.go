@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -163,10 +164,10 @@ func (r *Rollup) Run(ctx context.Context) error {
 		} else if n > 0 {
 			r.log.Debug("rolled up", "minutes", n, "watermark", r.Watermark())
 		}
-		// Wake just after the next minute plus the delay has passed.
+		// Wake when the next minute becomes due: Delay past a minute's end.
 		now := time.Now()
-		next := now.Truncate(RollupStep).Add(RollupStep + r.opts.Delay%RollupStep)
-		if !next.After(now) {
+		next := now.Truncate(RollupStep).Add(r.opts.Delay % RollupStep)
+		for !next.After(now) {
 			next = next.Add(RollupStep)
 		}
 		t := time.NewTimer(next.Sub(now))
@@ -364,12 +365,18 @@ func fmtMs(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC333
 
 // readWatermark returns the persisted watermark, 0 if there is none yet.
 func readWatermark(path string) (int64, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
 	}
 	if err != nil {
 		return 0, fmt.Errorf("store: read rollup watermark: %w", err)
+	}
+	defer f.Close()
+	// 20 digits and a newline at most; don't read a huge stray file whole.
+	b, err := io.ReadAll(io.LimitReader(f, 64))
+	if err != nil {
+		return 0, fmt.Errorf("store: read rollup watermark %s: %w", path, err)
 	}
 	return parseWatermark(path, b)
 }

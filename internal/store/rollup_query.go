@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
@@ -69,20 +70,25 @@ type mergedQuerier struct {
 	mint, maxt, boundary int64
 	raw                  storage.Querier // nil when the range ends before boundary
 	old                  storage.Querier // rollups, [mint, boundary); nil when mint >= boundary
+	mu                   sync.Mutex      // guards all
 	all                  storage.Querier // rollups, [mint, maxt]; opened on demand
 }
 
 func (m *mergedQuerier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
 	for _, mt := range ms {
 		if mt.Name == RollupLabel {
+			m.mu.Lock()
 			if m.all == nil {
 				q, err := m.r.db.Querier(m.mint, m.maxt)
 				if err != nil {
+					m.mu.Unlock()
 					return storage.ErrSeriesSet(err)
 				}
 				m.all = q
 			}
-			return m.all.Select(ctx, sortSeries, hints, ms...)
+			all := m.all
+			m.mu.Unlock()
+			return all.Select(ctx, sortSeries, hints, ms...)
 		}
 	}
 	if m.old == nil {
@@ -142,6 +148,8 @@ func (m *mergedQuerier) labels(get func(storage.Querier) ([]string, annotations.
 }
 
 func (m *mergedQuerier) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	var errs []error
 	for _, q := range []storage.Querier{m.old, m.raw, m.all} {
 		if q != nil {

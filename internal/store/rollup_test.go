@@ -345,3 +345,38 @@ func TestRollupPartialFirstMinute(t *testing.T) {
 		t.Fatalf("got %+v, want node_load1 = 4", vec)
 	}
 }
+
+// Run catches up at start and returns when ctx ends.
+func TestRollupRunCatchesUp(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	now := time.Now()
+	first := now.Add(-10 * time.Minute).Truncate(time.Minute)
+	for ts := first; ts.Before(now.Add(-5 * time.Minute)); ts = ts.Add(time.Second) {
+		if err := s.AppendTick("cn01", ts, []*metric.Desc{load1}, []float64{1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := OpenRollup(s, RollupOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- r.Run(ctx) }()
+	// Minutes are due DefaultRollupDelay after their end.
+	want := now.Add(-DefaultRollupDelay).Truncate(time.Minute)
+	for deadline := time.Now().Add(10 * time.Second); r.Watermark().Before(want); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("watermark %s, want at least %s", r.Watermark(), want)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := rollupSeries(t, r, AggCount); len(got) < 5 || got[0].T != first.UnixMilli() || got[0].V != 60 {
+		t.Fatalf("count rollups: %v", got)
+	}
+}
