@@ -343,7 +343,7 @@ func run(o options) error {
 	perInterval := int64(o.duration / o.interval)
 	want := int64(o.nodes) * perInterval
 	secs := o.duration.Seconds()
-	simTotals := lastMatch(sim.stderr.String(), `totals ticks=(\d+) dropped=(\d+).*overruns=(\d+)`)
+	simTotals := lastMatch(sim.stderr.String(), `msg=totals .*ticks=(\d+) dropped=(\d+).*overruns=(\d+)`)
 	vpn := lastMatch(sim.stderr.String(), `values_per_node=(\d+)`)
 
 	fmt.Printf("treeload: nodes=%d levels=%d interval=%s window=%s cpus/node=%d group=%d\n",

@@ -69,6 +69,7 @@ type Aggregator struct {
 	selfBatch metric.Batch
 	selfDescs selfDescs
 	reload    chan struct{}
+	fileMod   time.Time    // children file's mtime when last read (housekeeping only)
 	boundAddr atomic.Value // string: the listener's address once bound
 }
 
@@ -138,6 +139,11 @@ func (a *Aggregator) loadChildren() error {
 		nodes = append(nodes, hostOf(c))
 	}
 	if a.cfg.ChildrenFile != "" {
+		// The time is taken before reading, so a change during the read
+		// is seen on the next check.
+		if st, err := os.Stat(a.cfg.ChildrenFile); err == nil {
+			a.fileMod = st.ModTime()
+		}
 		fromFile, err := ReadHostFile(a.cfg.ChildrenFile)
 		if err != nil {
 			return err
@@ -207,13 +213,8 @@ func (a *Aggregator) Run(ctx context.Context) error {
 func (a *Aggregator) housekeeping(ctx context.Context) {
 	t := time.NewTicker(a.cfg.Interval / 2)
 	defer t.Stop()
-	var fileMod time.Time
-	if a.cfg.ChildrenFile != "" {
-		if st, err := os.Stat(a.cfg.ChildrenFile); err == nil {
-			fileMod = st.ModTime()
-		}
-	}
 	nextSelf := time.Now().Truncate(a.cfg.Interval).Add(a.cfg.Interval)
+	behind := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -221,13 +222,23 @@ func (a *Aggregator) housekeeping(ctx context.Context) {
 		case <-a.reload:
 			a.reloadChildren()
 		case now := <-t.C:
-			for _, n := range a.live.Sweep(now) {
-				a.log.Info("child down", "node", n)
-				a.client.NodeState(n, false, now)
+			// When this aggregator is itself behind (ticks arriving late
+			// because it cannot keep up), silence says nothing about the
+			// children: judge them again once it has caught up.
+			if lag := time.Duration(a.maxLag.Load()); lag > a.cfg.Interval*3/2 {
+				if !behind {
+					a.log.Warn("aggregator behind its children; not marking silent children down meanwhile", "lag", lag)
+					behind = true
+				}
+			} else {
+				behind = false
+				for _, n := range a.live.Sweep(now) {
+					a.log.Info("child down", "node", n)
+					a.client.NodeState(n, false, now)
+				}
 			}
 			if a.cfg.ChildrenFile != "" {
-				if st, err := os.Stat(a.cfg.ChildrenFile); err == nil && !st.ModTime().Equal(fileMod) {
-					fileMod = st.ModTime()
+				if st, err := os.Stat(a.cfg.ChildrenFile); err == nil && !st.ModTime().Equal(a.fileMod) {
 					a.reloadChildren()
 				}
 			}

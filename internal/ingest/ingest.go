@@ -44,6 +44,7 @@ type Handler struct {
 	stats    Stats
 
 	scratch sync.Pool // *scratch: descs+values with up appended
+	maxLag  atomic.Int64 // largest arrival delay since the last sweep, ns
 
 	mu      sync.Mutex
 	lastErr string
@@ -91,7 +92,11 @@ func (h *Handler) fail(what string, err error) {
 
 // Tick implements wire.Handler: store the tick with up=1.
 func (h *Handler) Tick(node string, t time.Time, descs []*metric.Desc, values []float64) {
-	h.live.Seen(node, t, time.Now())
+	now := time.Now()
+	h.live.Seen(node, t, now)
+	if lag := int64(now.Sub(t)); lag > h.maxLag.Load() {
+		h.maxLag.Store(lag) // racy max: good enough for a health judgement
+	}
 	s := h.scratch.Get().(*scratch)
 	s.descs = append(append(s.descs[:0], descs...), h.upDesc)
 	s.values = append(append(s.values[:0], values...), 1)
@@ -149,6 +154,12 @@ func (h *Handler) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
+			// While ingest itself is behind, silence says nothing about
+			// the nodes; judge them once it has caught up.
+			if lag := time.Duration(h.maxLag.Swap(0)); lag > h.interval*3/2 {
+				h.log.Debug("ingest behind; not marking nodes down", "lag", lag)
+				continue
+			}
 			newlyDown := map[string]bool{}
 			for _, n := range h.live.Sweep(now) {
 				h.log.Info("node down", "node", n)

@@ -146,6 +146,10 @@ func (g *group) run(ctx context.Context) {
 		after := sampler.NextTick(time.Now(), g.interval, 0)
 		if missed := int64(after.Sub(next)/g.interval) - 1; missed > 0 {
 			g.overruns.Add(uint64(missed))
+			// Skipped ticks are missing data: say so, as a lossy tree would.
+			for _, n := range g.nodes {
+				g.client.Gap(n.Name, next.Add(g.interval), after.Add(-g.interval))
+			}
 		}
 		next = after
 		timer.Reset(time.Until(next))
