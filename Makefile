@@ -59,7 +59,8 @@ vet: ## go vet
 lint: fmt-check vet ## static checks
 
 update-golden: ## rewrite every golden file from current output
-	$(GO) test -count=1 ./... -args -update
+	$(GO) test -count=1 $$($(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... \
+	  | grep 'internal/testutil' | cut -d' ' -f1 | grep -v 'internal/testutil$$') -args -update
 
 demo: build ## run Vigil locally with live output
 	./bin/vigil demo
