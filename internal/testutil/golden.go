@@ -113,3 +113,16 @@ func AllocsPerTick(t testing.TB, p sampler.Plugin) float64 {
 		_ = p.Sample(ctx, now, &b)
 	})
 }
+
+// ZeroAllocs fails t unless a steady-state tick of the named plugin on the
+// fixture root allocates nothing (skipped under -race, where counts lie).
+func ZeroAllocs(t *testing.T, name, root string, cfg sampler.Configurable) {
+	t.Helper()
+	if RaceEnabled {
+		t.Skip("allocation counts are not meaningful under -race")
+	}
+	p, _ := NewPlugin(t, name, root, cfg)
+	if n := AllocsPerTick(t, p); n != 0 {
+		t.Errorf("%s on %s: allocs per tick = %v, want 0", name, root, n)
+	}
+}

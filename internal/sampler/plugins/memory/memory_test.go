@@ -211,13 +211,7 @@ func TestSeriesBound(t *testing.T) {
 }
 
 func TestZeroAllocs(t *testing.T) {
-	if testutil.RaceEnabled {
-		t.Skip("allocation counts are not meaningful under -race")
-	}
-	p, _ := testutil.NewPlugin(t, "memory", "testdata/basic", nil)
-	if n := testutil.AllocsPerTick(t, p); n != 0 {
-		t.Errorf("allocs per tick = %v, want 0", n)
-	}
+	testutil.ZeroAllocs(t, "memory", "testdata/basic", nil)
 }
 
 func BenchmarkSample(b *testing.B) {

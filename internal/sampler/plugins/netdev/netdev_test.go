@@ -179,13 +179,7 @@ func TestParse(t *testing.T) {
 }
 
 func TestZeroAllocs(t *testing.T) {
-	if testutil.RaceEnabled {
-		t.Skip("allocation counts are not meaningful under -race")
-	}
-	p, _ := testutil.NewPlugin(t, "netdev", "testdata/basic", nil)
-	if n := testutil.AllocsPerTick(t, p); n != 0 {
-		t.Errorf("allocs per tick = %v, want 0", n)
-	}
+	testutil.ZeroAllocs(t, "netdev", "testdata/basic", nil)
 }
 
 func BenchmarkSample(b *testing.B) {
