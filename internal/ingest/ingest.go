@@ -43,7 +43,7 @@ type Handler struct {
 	upDesc   *metric.Desc
 	stats    Stats
 
-	scratch sync.Pool // *scratch: descs+values with up appended
+	scratch sync.Pool    // *scratch: descs+values with up appended
 	maxLag  atomic.Int64 // largest arrival delay since the last sweep, ns
 
 	mu      sync.Mutex

@@ -2,12 +2,14 @@ package wire
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,9 +28,14 @@ type ClientOptions struct {
 	Name string
 	Log  *slog.Logger
 	// MaxQueueBytes bounds the encoded frames waiting for the upstream
-	// (default 8 MiB); ticks beyond it are dropped, counted and later
-	// reported as a gap.
-	MaxQueueBytes    int
+	// (default 8 MiB); when it is full the oldest ticks are dropped,
+	// counted and later reported as a gap.
+	MaxQueueBytes int
+	// KeyframeEvery is the ticks between a stream's keyframes (default
+	// DefaultKeyframeEvery). Dropping a queued tick drops the stream's
+	// later queued ticks up to its next keyframe, so this bounds the
+	// cost of a drop; each keyframe costs a few bytes per series.
+	KeyframeEvery    int
 	DialTimeout      time.Duration // default 5s
 	HandshakeTimeout time.Duration // default 10s
 	WriteTimeout     time.Duration // default 10s
@@ -44,8 +51,11 @@ type ClientStats struct {
 	DialFailures atomic.Uint64 // failed attempts (dial or handshake)
 	Ticks        atomic.Uint64 // ticks queued
 	Dropped      atomic.Uint64 // ticks lost: queue full or connection lost
-	Errors       atomic.Uint64 // ticks that could not be encoded
-	Bytes        atomic.Uint64 // bytes written
+	// DroppedEvents counts Gap and NodeState frames dropped because the
+	// queue held nothing else to drop.
+	DroppedEvents atomic.Uint64
+	Errors        atomic.Uint64 // ticks that could not be encoded
+	Bytes         atomic.Uint64 // bytes written
 }
 
 // Client streams ticks to the first reachable upstream. Encoding happens
@@ -60,9 +70,12 @@ type Client struct {
 
 	mu     sync.Mutex
 	enc    *Encoder
-	q      []entry // FIFO from head
+	q      []entry // FIFO from head, ascending seq
 	head   int
 	qBytes int
+	seq    uint64 // last entry sequence number given out
+	cur    int    // index in q: no entry between head and cur holds a tick
+	ndead  int    // dropped entries still in q
 	free   [][]byte
 	// dirty: frames of the encoder's current epoch went to a connection
 	// that may have lost them, so the next connection must start over.
@@ -83,6 +96,16 @@ type entry struct {
 	t   time.Time
 	gap gapRange // a gap of cs written ahead of the tick
 	end uint64   // connection byte offset just past this entry, once written
+	seq uint64
+	// next is the seq of cs's next queued entry (0: none yet), so the
+	// ticks a drop invalidates are found without scanning the queue.
+	next uint64
+	// buf holds [Gap][Schema]Values: the Gap ends at gapEnd, the Values
+	// frame starts at valuesAt.
+	gapEnd, valuesAt int
+	tick             bool // buf still carries the tick (false: dropped, schema kept)
+	key              bool // the values decode without cs's earlier values
+	dead             bool // dropped altogether; skipped by collect
 }
 
 // maxUnacked bounds the written-but-unacknowledged entries kept; past it
@@ -103,7 +126,9 @@ func (e *entry) lose() {
 		e.cs.noteGap(e.gap.from)
 		e.cs.noteGap(e.gap.to)
 	}
-	e.cs.noteGap(e.t)
+	if e.tick {
+		e.cs.noteGap(e.t)
+	}
 }
 
 // ClientStream is one node stream of a Client.
@@ -111,6 +136,7 @@ type ClientStream struct {
 	s              *Stream
 	gap            bool
 	gapFrom, gapTo time.Time
+	last           uint64 // seq of the stream's last queued entry
 }
 
 // NewClient checks the options; Run does the work.
@@ -140,11 +166,16 @@ func NewClient(o ClientOptions) (*Client, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
+	if o.KeyframeEvery <= 0 {
+		o.KeyframeEvery = DefaultKeyframeEvery
+	}
+	enc := NewEncoder()
+	enc.SetKeyframeEvery(o.KeyframeEvery)
 	return &Client{
 		o:    o,
 		log:  o.Log.With("component", "upstream"),
 		wake: make(chan struct{}, 1),
-		enc:  NewEncoder(),
+		enc:  enc,
 	}, nil
 }
 
@@ -163,42 +194,36 @@ func (c *Client) NewStream(node string) *ClientStream {
 func (c *Client) Batch(cs *ClientStream, b *metric.Batch) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	buf, g, ok := c.take(cs, b.Time)
-	if !ok {
-		return
-	}
+	buf, g := c.take(cs)
+	gapEnd := len(buf)
 	buf, err := c.enc.AppendBatch(buf, cs.s, b)
-	c.push(entry{buf: buf, cs: cs, t: b.Time, gap: g}, err)
+	c.push(entry{buf: buf, cs: cs, t: b.Time, gap: g, gapEnd: gapEnd}, err)
 }
 
 // Tick queues one tick of cs (for aggregators forwarding decoded ticks).
 func (c *Client) Tick(cs *ClientStream, t time.Time, descs []*metric.Desc, values []float64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	buf, g, ok := c.take(cs, t)
-	if !ok {
-		return
-	}
+	buf, g := c.take(cs)
+	gapEnd := len(buf)
 	buf, err := c.enc.AppendTick(buf, cs.s, t, descs, values)
-	c.push(entry{buf: buf, cs: cs, t: t, gap: g}, err)
+	c.push(entry{buf: buf, cs: cs, t: t, gap: g, gapEnd: gapEnd}, err)
 }
 
 // Gap queues a gap of node (ticks from..to lost further down the tree).
 func (c *Client) Gap(node string, from, to time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if buf, _, ok := c.take(nil, to); ok {
-		c.push(entry{buf: AppendGap(buf, node, from, to), t: to}, nil)
-	}
+	buf, _ := c.take(nil)
+	c.push(entry{buf: AppendGap(buf, node, from, to), t: to}, nil)
 }
 
 // NodeState queues a node's up/down change.
 func (c *Client) NodeState(node string, up bool, t time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if buf, _, ok := c.take(nil, t); ok {
-		c.push(entry{buf: AppendNodeState(buf, node, up, t), t: t}, nil)
-	}
+	buf, _ := c.take(nil)
+	c.push(entry{buf: AppendNodeState(buf, node, up, t), t: t}, nil)
 }
 
 func (cs *ClientStream) noteGap(t time.Time) {
@@ -211,18 +236,13 @@ func (cs *ClientStream) noteGap(t time.Time) {
 	cs.gap = true
 }
 
-// take returns a buffer for one tick, or false (tick dropped) when the
-// queue is full. Dropping before encoding keeps the encoder's state in step
-// with what is queued, so the queued frames stay decodable. A pending gap
-// of cs is written first.
-func (c *Client) take(cs *ClientStream, t time.Time) ([]byte, gapRange, bool) {
+// take returns a buffer for one tick (or node-level frame), first dropping
+// the oldest queued ticks while the queue is full. Dropping happens before
+// encoding, so the encoder knows which streams need a keyframe or a reset
+// schema. A pending gap of cs is written first.
+func (c *Client) take(cs *ClientStream) ([]byte, gapRange) {
 	var g gapRange
-	if c.qBytes >= c.o.MaxQueueBytes {
-		c.stats.Dropped.Add(1)
-		if cs != nil {
-			cs.noteGap(t)
-		}
-		return nil, g, false
+	for c.qBytes >= c.o.MaxQueueBytes && c.dropOldest() {
 	}
 	var buf []byte
 	if n := len(c.free); n > 0 {
@@ -238,12 +258,14 @@ func (c *Client) take(cs *ClientStream, t time.Time) ([]byte, gapRange, bool) {
 		g = gapRange{true, cs.gapFrom, cs.gapTo}
 		cs.gap = false
 	}
-	return buf, g, true
+	c.enc.stamp = c.seq + 1 // the seq push will give this entry
+	return buf, g
 }
 
 func (c *Client) push(e entry, err error) {
 	if err != nil {
 		c.stats.Errors.Add(1)
+		e.tick = e.cs != nil
 		e.lose()
 		c.free = append(c.free, e.buf[:0])
 		if msg := err.Error(); msg != c.lastErr {
@@ -255,7 +277,18 @@ func (c *Client) push(e entry, err error) {
 	if len(c.q) == cap(c.q) && c.head > 0 {
 		n := copy(c.q, c.q[c.head:])
 		clear(c.q[n:])
+		c.cur = max(c.cur-c.head, 0)
 		c.q, c.head = c.q[:n], 0
+	}
+	c.seq++
+	e.seq = c.seq
+	if e.cs != nil {
+		e.tick = true
+		e.valuesAt, e.key = e.cs.s.valuesAt, e.cs.s.key
+		if p := c.find(e.cs.last); p != nil {
+			p.next = e.seq
+		}
+		e.cs.last = e.seq
 	}
 	c.q = append(c.q, e)
 	c.qBytes += len(e.buf)
@@ -393,7 +426,7 @@ func (c *Client) stream(ctx context.Context, conn net.Conn) error {
 		if err != nil {
 			// What was in flight may or may not have arrived: call it lost.
 			for _, e := range c.inflight {
-				if e.cs != nil {
+				if e.tick {
 					e.lose()
 					c.stats.Dropped.Add(1)
 				}
@@ -401,7 +434,7 @@ func (c *Client) stream(ctx context.Context, conn net.Conn) error {
 		} else {
 			// Written, not yet known to be processed: keep until acked.
 			for _, e := range c.inflight {
-				if e.cs == nil {
+				if !e.tick {
 					continue
 				}
 				if len(c.unacked)-c.uhead >= maxUnacked {
@@ -451,6 +484,10 @@ func (c *Client) collect(w []byte, max int) []byte {
 		e := c.q[c.head]
 		c.q[c.head] = entry{}
 		c.head++
+		if e.dead {
+			c.ndead--
+			continue
+		}
 		w = append(w, e.buf...)
 		c.qBytes -= len(e.buf)
 		c.free = append(c.free, e.buf[:0])
@@ -459,9 +496,152 @@ func (c *Client) collect(w []byte, max int) []byte {
 		c.dirty = true
 	}
 	if c.head == len(c.q) {
-		c.q, c.head = c.q[:0], 0
+		c.q, c.head, c.cur = c.q[:0], 0, 0
 	}
 	return w
+}
+
+// find returns the queued entry with sequence number seq, or nil.
+func (c *Client) find(seq uint64) *entry {
+	q := c.q[c.head:]
+	i, ok := slices.BinarySearchFunc(q, seq, func(e entry, seq uint64) int { return cmp.Compare(e.seq, seq) })
+	if !ok || seq == 0 {
+		return nil
+	}
+	return &q[i]
+}
+
+// dropOldest drops the oldest queued tick, and with it the later queued
+// ticks of its stream up to the stream's next keyframe: they are coded
+// against the dropped one. Their schema frames stay queued, so the
+// stream's table stays in step with the receiver's. If no keyframe
+// follows, the stream's next tick is encoded as one. Only when no tick is
+// left does it drop kept schemas (dropPinned). It reports false when the
+// queue is empty.
+func (c *Client) dropOldest() bool {
+	c.cur = max(c.cur, c.head)
+	for c.cur < len(c.q) && !c.q[c.cur].tick {
+		c.cur++
+	}
+	if c.cur == len(c.q) {
+		return c.dropPinned()
+	}
+	e := &c.q[c.cur]
+	cs := e.cs
+	next := e.next
+	c.strip(e)
+	for {
+		f := c.find(next)
+		if f == nil {
+			cs.s.Keyframe()
+			break
+		}
+		if f.key && f.tick {
+			break
+		}
+		next = f.next
+		if f.tick {
+			c.strip(f)
+		}
+	}
+	c.reclaim()
+	return true
+}
+
+// strip drops e's tick (and the gap written ahead of it, noted again for
+// the stream's next tick), keeping its schema frame if it has one.
+func (c *Client) strip(e *entry) {
+	e.lose()
+	c.stats.Dropped.Add(1)
+	n := copy(e.buf, e.buf[e.gapEnd:e.valuesAt])
+	if n == 0 {
+		c.kill(e)
+		return
+	}
+	c.qBytes -= len(e.buf) - n
+	e.buf = e.buf[:n]
+	e.gapEnd, e.valuesAt = 0, n
+	e.tick, e.gap = false, gapRange{}
+}
+
+// kill removes e from the queue (it stays as a tombstone until reclaimed).
+func (c *Client) kill(e *entry) {
+	c.qBytes -= len(e.buf)
+	c.free = append(c.free, e.buf[:0])
+	*e = entry{seq: e.seq, next: e.next, dead: true}
+	c.ndead++
+}
+
+// reclaim lets go of tombstones: at the head at once, elsewhere when they
+// are many (the head may be a kept schema for as long as upstream is down).
+func (c *Client) reclaim() {
+	for c.head < len(c.q) && c.q[c.head].dead {
+		c.q[c.head] = entry{}
+		c.head++
+		c.ndead--
+	}
+	if c.ndead > 64 && 2*c.ndead > len(c.q)-c.head {
+		n := 0
+		for i := c.head; i < len(c.q); i++ {
+			if !c.q[i].dead {
+				c.q[n] = c.q[i]
+				n++
+			}
+		}
+		clear(c.q[n:])
+		c.q, c.head, c.cur, c.ndead = c.q[:n], 0, 0, 0
+	}
+}
+
+// dropPinned runs when the queue holds no tick, only schema frames kept for
+// later ticks and node-level frames, yet is full (say, series churn while
+// upstream is down for long). It drops all queued frames of the stream
+// with the oldest of them, which then starts over with a reset schema;
+// if another queued schema copies descriptors from that stream, every
+// stream's frames go. Node-level frames go last, oldest first.
+func (c *Client) dropPinned() bool {
+	first := uint64(0)
+	var cs *ClientStream
+	for i := c.head; i < len(c.q); i++ {
+		if e := &c.q[i]; !e.dead {
+			if first == 0 {
+				first = e.seq
+			}
+			if e.cs != nil {
+				cs = e.cs
+				break
+			}
+		}
+	}
+	if first == 0 {
+		return false
+	}
+	if cs == nil {
+		for i := c.head; i < len(c.q); i++ {
+			if !c.q[i].dead {
+				c.kill(&c.q[i])
+				c.stats.DroppedEvents.Add(1)
+				break
+			}
+		}
+		c.reclaim()
+		return true
+	}
+	all := cs.s.lastCopy >= first
+	for i := c.head; i < len(c.q); i++ {
+		e := &c.q[i]
+		if e.dead || e.cs == nil || (!all && e.cs != cs) {
+			continue
+		}
+		if e.tick {
+			e.lose()
+			c.stats.Dropped.Add(1)
+		}
+		e.cs.s.epoch = 0 // the receiver's table is not ours any more: reset
+		c.kill(e)
+	}
+	c.reclaim()
+	return true
 }
 
 // acked drops the unacknowledged entries the upstream has processed:
@@ -501,17 +681,22 @@ func (c *Client) lost() {
 	for i := c.head; i < len(c.q); i++ {
 		e := c.q[i]
 		c.q[i] = entry{}
+		if e.dead {
+			continue
+		}
 		if e.cs == nil {
 			c.q[n] = e
 			n++
 			kept += len(e.buf)
 			continue
 		}
-		e.lose()
-		c.stats.Dropped.Add(1)
+		if e.tick {
+			e.lose()
+			c.stats.Dropped.Add(1)
+		}
 		c.free = append(c.free, e.buf[:0])
 	}
-	c.q, c.head, c.qBytes = c.q[:n], 0, kept
+	c.q, c.head, c.qBytes, c.cur, c.ndead = c.q[:n], 0, kept, 0, 0
 	c.enc.Reset()
 	c.dirty = false
 }

@@ -161,7 +161,9 @@ func (d *Decoder) Decode(typ byte, payload []byte, h Handler) error {
 	case frameSchema:
 		return d.schema(payload, h)
 	case frameValues:
-		return d.values(payload, h)
+		return d.values(payload, h, false)
+	case frameValues | frameKey:
+		return d.values(payload, h, true)
 	case frameGap:
 		p := payloadReader{b: payload}
 		node := p.str("gap node")
@@ -399,7 +401,7 @@ func appendBytes(dst, b []byte) []byte {
 	return append(dst, b...)
 }
 
-func (d *Decoder) values(payload []byte, h Handler) error {
+func (d *Decoder) values(payload []byte, h Handler, key bool) error {
 	p := payloadReader{b: payload}
 	id := p.uvarint("stream id")
 	dod := p.varint("time")
@@ -413,6 +415,10 @@ func (d *Decoder) values(payload []byte, h Handler) error {
 	}
 	if n != uint64(len(s.idx)) {
 		return fmt.Errorf("%w: node %s: %d values for %d series", ErrMalformed, s.node, n, len(s.idx))
+	}
+	if key {
+		clear(s.state)
+		s.prevT, s.prevD = 0, 0
 	}
 	s.prevD += dod
 	s.prevT += s.prevD

@@ -30,7 +30,22 @@ type Encoder struct {
 	newd    []int32 // scratch: table indexes a schema frame adds
 	streams []*Stream
 	entries int // table entries over all streams
+	// keyEvery is the number of values frames between a stream's
+	// keyframes; <= 0: only when asked.
+	keyEvery int
+	// stamp is what a schema that copies from a stream records in that
+	// stream's lastCopy (a Client's queue sequence number).
+	stamp uint64
 }
+
+// DefaultKeyframeEvery is how many ticks of a stream go between keyframes:
+// a Client that drops a queued tick also drops the stream's later ticks up
+// to its next keyframe, so this bounds what one drop costs.
+const DefaultKeyframeEvery = 64
+
+// SetKeyframeEvery sets the ticks between a stream's keyframes (<= 0: only
+// after Stream.Keyframe).
+func (e *Encoder) SetKeyframeEvery(n int) { e.keyEvery = n }
 
 type descRef struct {
 	s *Stream
@@ -77,7 +92,23 @@ type Stream struct {
 	idx   []int32        // table index of each seq entry
 
 	prevT, prevDt int64
+
+	sinceKey int  // values frames since the last keyframe or reset schema
+	forceKey bool // the next values frame is a keyframe
+	fresh    bool // a reset schema was just appended: its values start from zero anyway
+	// What the last AppendTick/AppendBatch wrote, for a Client's queue:
+	// where its values frame starts in dst, and whether those values
+	// decode without the stream's earlier values.
+	valuesAt int
+	key      bool
+	// lastCopy is the Encoder's stamp when a schema last copied entries
+	// of this stream's table.
+	lastCopy uint64
 }
+
+// Keyframe makes the stream's next values frame a keyframe: coded against
+// the initial state, so it decodes without the frames before it.
+func (s *Stream) Keyframe() { s.forceKey = true }
 
 // MaxSeries bounds the series of one stream's tick on both sides (a
 // receiver's default limit). A stream's table holds at most twice that.
@@ -86,7 +117,7 @@ const MaxSeries = 1 << 16
 // NewEncoder returns an encoder for a new connection.
 func NewEncoder() *Encoder {
 	return &Encoder{epoch: 1, nextID: 1, index: map[*metric.Desc]int32{}, byName: map[string]int32{},
-		known: map[*metric.Desc]descRef{}}
+		known: map[*metric.Desc]descRef{}, keyEvery: DefaultKeyframeEvery}
 }
 
 // NewStream adds a stream for node. Its schema is sent with its first tick.
@@ -188,6 +219,7 @@ func (e *Encoder) appendSchema(dst []byte, s *Stream) []byte {
 		s.state = s.state[:0]
 		s.prevT, s.prevDt = 0, 0
 		s.epoch = e.epoch
+		s.fresh = true
 	} else {
 		added := 0
 		for _, d := range s.seq {
@@ -266,6 +298,7 @@ func (e *Encoder) appendSchema(dst []byte, s *Stream) []byte {
 				k++
 			}
 			dst = append(dst, descCopy)
+			r.s.lastCopy = e.stamp
 			dst = binary.AppendUvarint(dst, r.s.id)
 			dst = binary.AppendUvarint(dst, uint64(r.i))
 			dst = binary.AppendUvarint(dst, uint64(k-j))
@@ -423,7 +456,22 @@ func appendDesc(dst []byte, d, prev *metric.Desc, like int32) []byte {
 }
 
 func (e *Encoder) appendValues(dst []byte, s *Stream, t time.Time, values []float64) []byte {
-	dst, start := beginFrame(dst, frameValues)
+	s.valuesAt = len(dst)
+	typ := frameValues
+	key := !s.fresh && (s.forceKey || (e.keyEvery > 0 && s.sinceKey >= e.keyEvery))
+	if key {
+		// Both sides zero every entry's state, not only this order's: a
+		// receiver that missed frames may hold any state for any entry.
+		clear(s.state)
+		s.prevT, s.prevDt = 0, 0
+		typ |= frameKey
+	}
+	if key || s.fresh {
+		s.sinceKey, s.forceKey = 0, false
+	}
+	s.key, s.fresh = key || s.fresh, false
+	s.sinceKey++
+	dst, start := beginFrame(dst, typ)
 	dst = binary.AppendUvarint(dst, s.id)
 	ns := t.UnixNano()
 	dt := ns - s.prevT

@@ -5,3 +5,21 @@ var ClientHandshake = clientHandshake
 
 // AppendFrame lets external tests build frames.
 var AppendFrame = appendFrame
+
+// QueueShape tells what a Client's queue holds: ticks, and schema frames
+// kept after their ticks were dropped.
+func QueueShape(c *Client) (ticks, tickBytes, kept, keptBytes int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.q[c.head:] {
+		switch {
+		case e.tick:
+			ticks++
+			tickBytes += len(e.buf)
+		case !e.dead:
+			kept++
+			keptBytes += len(e.buf)
+		}
+	}
+	return
+}

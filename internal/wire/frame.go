@@ -28,6 +28,10 @@ const (
 	frameValues    byte = 17 // stream id, time, encoded values
 	frameGap       byte = 18 // node, from, to
 	frameNodeState byte = 19 // node, up, time
+
+	// frameKey flags a Values frame as a keyframe: value and time state
+	// are reset (to their initial zero) before it is decoded.
+	frameKey byte = 0x80
 )
 
 const (

@@ -256,8 +256,9 @@ func TestFailoverAndReconnect(t *testing.T) {
 	}
 }
 
-// With the upstream down and the queue full, ticks are dropped, counted,
-// and reported as one gap when the stream resumes.
+// With the upstream down and a queue too small for two ticks, the oldest
+// ticks are dropped, counted, and reported as one gap when the stream
+// resumes; the newest tick arrives.
 func TestQueueFullReportsGap(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -269,17 +270,19 @@ func TestQueueFullReportsGap(t *testing.T) {
 	n := simulate.NewNode("cn00004", simulate.NewSchema(2), 9)
 	cs := c.NewStream("cn00004")
 	t0 := time.Unix(1_763_800_000, 0)
-	sendTicks(c, cs, n, t0, 0, 5) // the first is queued, 4 dropped
+	sent := sendTicks(c, cs, n, t0, 0, 5) // each tick pushes out the one before
 	if d := c.Stats().Dropped.Load(); d != 4 {
 		t.Fatalf("dropped %d ticks, want 4", d)
 	}
 	srv := startServer(t, addr, nil)
 	waitFor(t, "queued tick", func() bool { return srv.rec.tickCount() == 1 })
-	sendTicks(c, cs, n, t0, 5, 1)
+	sent = append(sent, sendTicks(c, cs, n, t0, 5, 1)...)
 	waitFor(t, "next tick", func() bool { return srv.rec.tickCount() == 2 })
 	srv.rec.mu.Lock()
 	defer srv.rec.mu.Unlock()
-	want := gap{"cn00004", t0.Add(time.Second), t0.Add(4 * time.Second)}
+	checkTick(t, srv.rec.ticks[0], "cn00004", &sent[4])
+	checkTick(t, srv.rec.ticks[1], "cn00004", &sent[5])
+	want := gap{"cn00004", t0, t0.Add(3 * time.Second)}
 	if len(srv.rec.gaps) != 1 || srv.rec.gaps[0] != want {
 		t.Errorf("gaps %v, want %v", srv.rec.gaps, want)
 	}
