@@ -593,14 +593,21 @@ func (a *API) metadata(w http.ResponseWriter, r *http.Request) {
 	}, nil, nil)
 }
 
+// PrometheusAPIVersion is the Prometheus release whose query engine and API
+// we embed (library v0.307.x); clients such as Grafana pick features by the
+// version buildinfo reports, so report this one and Vigil's own beside it.
+const PrometheusAPIVersion = "3.7.3"
+
 func (a *API) buildinfo(w http.ResponseWriter, _ *http.Request) {
 	a.writeData(w, func(b []byte) []byte {
 		b = append(b, `{"version":`...)
-		b = appendString(b, buildinfo.Version)
+		b = appendString(b, PrometheusAPIVersion)
 		b = append(b, `,"revision":`...)
 		b = appendString(b, buildinfo.Revision)
 		b = append(b, `,"branch":"","buildUser":"","buildDate":"","goVersion":`...)
 		b = appendString(b, runtime.Version())
+		b = append(b, `,"application":"vigil","vigilVersion":`...)
+		b = appendString(b, buildinfo.Version)
 		return append(b, '}')
 	}, nil, nil)
 }

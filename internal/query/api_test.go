@@ -125,8 +125,9 @@ func TestEndpoints(t *testing.T) {
 		{"metadata other metric", "/api/v1/metadata?metric=nope", 200, `{"status":"success","data":{}}`},
 		{"exemplars", "/api/v1/query_exemplars?query=up", 200, `{"status":"success","data":[]}`},
 		{"buildinfo", "/api/v1/status/buildinfo", 200,
-			`{"status":"success","data":{"version":"` + buildinfo.Version + `","revision":"` + buildinfo.Revision +
-				`","branch":"","buildUser":"","buildDate":"","goVersion":"` + runtime.Version() + `"}}`},
+			`{"status":"success","data":{"version":"` + PrometheusAPIVersion + `","revision":"` + buildinfo.Revision +
+				`","branch":"","buildUser":"","buildDate":"","goVersion":"` + runtime.Version() +
+				`","application":"vigil","vigilVersion":"` + buildinfo.Version + `"}}`},
 
 		{"bad query", "/api/v1/query?query=" + v("sum(") + "&time=" + t5, 400, `bad_data`},
 		{"no query", "/api/v1/query", 400, `{"status":"error","errorType":"bad_data","error":"invalid parameter \"query\": no query given"}`},
