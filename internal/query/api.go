@@ -240,10 +240,20 @@ func (a *API) Instant(ctx context.Context, qs string, ts time.Time) (*promql.Res
 	return res, func() { q.Close(); a.release() }, nil
 }
 
-// Range evaluates qs from start to end every step.
+// Range evaluates qs from start to end every step. Long ranges are split
+// into consecutive runs of steps evaluated on separate cores (see
+// splitRange): the PromQL engine evaluates one query on one goroutine.
 func (a *API) Range(ctx context.Context, qs string, start, end time.Time, step time.Duration) (*promql.Result, func(), error) {
 	if e := a.acquire(ctx); e != nil {
 		return nil, nil, e
+	}
+	if parts := a.rangeParts(qs, start, end, step); parts > 1 {
+		res, err := a.splitRange(ctx, qs, start, end, step, parts)
+		if err != nil {
+			a.release()
+			return nil, nil, err
+		}
+		return res, a.release, nil
 	}
 	q, err := a.ng.NewRangeQuery(ctx, a.q, nil, qs, start, end, step)
 	if err != nil {
