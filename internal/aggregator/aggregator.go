@@ -180,7 +180,10 @@ func (a *Aggregator) Run(ctx context.Context) error {
 	}
 	start(func() error { return a.client.Run(ctx) })
 	start(func() error {
-		return wire.Serve(ctx, ln, wire.ServerOptions{Key: a.cfg.Key, Name: a.cfg.Name, Log: a.log, Stats: &a.wstats}, a)
+		// Children learn a tick was handled only once the upstream has it,
+		// so a kill -9 here leaves them to report what it held as gaps.
+		return wire.Serve(ctx, ln, wire.ServerOptions{Key: a.cfg.Key, Name: a.cfg.Name, Log: a.log, Stats: &a.wstats,
+			HandledBefore: a.client.DeliveredBefore}, a)
 	})
 	start(func() error { a.housekeeping(ctx); return nil })
 	if a.cfg.HTTP != "" {

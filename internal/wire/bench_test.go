@@ -30,7 +30,8 @@ var benchCases = []struct {
 
 // BenchmarkEncode encodes recorded ticks of one node; bytes/value counts
 // everything on the wire (frame headers, checksums, schema updates when a
-// top process changes, one full schema per 1000 ticks).
+// top process changes, a keyframe per 64 ticks, one full schema per 1000
+// ticks).
 func BenchmarkEncode(b *testing.B) {
 	for _, bc := range benchCases {
 		b.Run(fmt.Sprintf("cpus=%d/interval=%s", bc.cpus, bc.interval), func(b *testing.B) {

@@ -94,18 +94,17 @@ type entry struct {
 	buf []byte
 	cs  *ClientStream // nil for node-level frames
 	t   time.Time
-	gap gapRange // a gap of cs written ahead of the tick
+	gap gapRange // a gap of cs written ahead of the tick when it was sent
 	end uint64   // connection byte offset just past this entry, once written
 	seq uint64
 	// next is the seq of cs's next queued entry (0: none yet), so the
 	// ticks a drop invalidates are found without scanning the queue.
-	next uint64
-	// buf holds [Gap][Schema]Values: the Gap ends at gapEnd, the Values
-	// frame starts at valuesAt.
-	gapEnd, valuesAt int
-	tick             bool // buf still carries the tick (false: dropped, schema kept)
-	key              bool // the values decode without cs's earlier values
-	dead             bool // dropped altogether; skipped by collect
+	next     uint64
+	valuesAt int  // buf holds [Schema]Values; where Values starts
+	tick     bool // buf still carries the tick (false: dropped, schema kept)
+	key      bool // the values decode without cs's earlier values
+	dead     bool // dropped altogether; skipped by collect
+	queued   time.Time
 }
 
 // maxUnacked bounds the written-but-unacknowledged entries kept; past it
@@ -194,27 +193,23 @@ func (c *Client) NewStream(node string) *ClientStream {
 func (c *Client) Batch(cs *ClientStream, b *metric.Batch) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	buf, g := c.take(cs)
-	gapEnd := len(buf)
-	buf, err := c.enc.AppendBatch(buf, cs.s, b)
-	c.push(entry{buf: buf, cs: cs, t: b.Time, gap: g, gapEnd: gapEnd}, err)
+	buf, err := c.enc.AppendBatch(c.take(), cs.s, b)
+	c.push(entry{buf: buf, cs: cs, t: b.Time}, err)
 }
 
 // Tick queues one tick of cs (for aggregators forwarding decoded ticks).
 func (c *Client) Tick(cs *ClientStream, t time.Time, descs []*metric.Desc, values []float64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	buf, g := c.take(cs)
-	gapEnd := len(buf)
-	buf, err := c.enc.AppendTick(buf, cs.s, t, descs, values)
-	c.push(entry{buf: buf, cs: cs, t: t, gap: g, gapEnd: gapEnd}, err)
+	buf, err := c.enc.AppendTick(c.take(), cs.s, t, descs, values)
+	c.push(entry{buf: buf, cs: cs, t: t}, err)
 }
 
 // Gap queues a gap of node (ticks from..to lost further down the tree).
 func (c *Client) Gap(node string, from, to time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	buf, _ := c.take(nil)
+	buf := c.take()
 	c.push(entry{buf: AppendGap(buf, node, from, to), t: to}, nil)
 }
 
@@ -222,7 +217,7 @@ func (c *Client) Gap(node string, from, to time.Time) {
 func (c *Client) NodeState(node string, up bool, t time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	buf, _ := c.take(nil)
+	buf := c.take()
 	c.push(entry{buf: AppendNodeState(buf, node, up, t), t: t}, nil)
 }
 
@@ -239,9 +234,8 @@ func (cs *ClientStream) noteGap(t time.Time) {
 // take returns a buffer for one tick (or node-level frame), first dropping
 // the oldest queued ticks while the queue is full. Dropping happens before
 // encoding, so the encoder knows which streams need a keyframe or a reset
-// schema. A pending gap of cs is written first.
-func (c *Client) take(cs *ClientStream) ([]byte, gapRange) {
-	var g gapRange
+// schema.
+func (c *Client) take() []byte {
 	for c.qBytes >= c.o.MaxQueueBytes && c.dropOldest() {
 	}
 	var buf []byte
@@ -253,13 +247,8 @@ func (c *Client) take(cs *ClientStream) ([]byte, gapRange) {
 			buf = nil
 		}
 	}
-	if cs != nil && cs.gap {
-		buf = AppendGap(buf, cs.s.node, cs.gapFrom, cs.gapTo)
-		g = gapRange{true, cs.gapFrom, cs.gapTo}
-		cs.gap = false
-	}
 	c.enc.stamp = c.seq + 1 // the seq push will give this entry
-	return buf, g
+	return buf
 }
 
 func (c *Client) push(e entry, err error) {
@@ -282,6 +271,7 @@ func (c *Client) push(e entry, err error) {
 	}
 	c.seq++
 	e.seq = c.seq
+	e.queued = time.Now()
 	if e.cs != nil {
 		e.tick = true
 		e.valuesAt, e.key = e.cs.s.valuesAt, e.cs.s.key
@@ -488,6 +478,13 @@ func (c *Client) collect(w []byte, max int) []byte {
 			c.ndead--
 			continue
 		}
+		// A stream's gap goes out just before its next tick: older ticks
+		// can no longer be dropped then, so one Gap covers them exactly.
+		if cs := e.cs; e.tick && cs.gap {
+			w = AppendGap(w, cs.s.node, cs.gapFrom, cs.gapTo)
+			e.gap = gapRange{true, cs.gapFrom, cs.gapTo}
+			cs.gap = false
+		}
 		w = append(w, e.buf...)
 		c.qBytes -= len(e.buf)
 		c.free = append(c.free, e.buf[:0])
@@ -548,20 +545,18 @@ func (c *Client) dropOldest() bool {
 	return true
 }
 
-// strip drops e's tick (and the gap written ahead of it, noted again for
-// the stream's next tick), keeping its schema frame if it has one.
+// strip drops e's tick, keeping its schema frame if it has one.
 func (c *Client) strip(e *entry) {
 	e.lose()
 	c.stats.Dropped.Add(1)
-	n := copy(e.buf, e.buf[e.gapEnd:e.valuesAt])
+	n := e.valuesAt
 	if n == 0 {
 		c.kill(e)
 		return
 	}
 	c.qBytes -= len(e.buf) - n
 	e.buf = e.buf[:n]
-	e.gapEnd, e.valuesAt = 0, n
-	e.tick, e.gap = false, gapRange{}
+	e.tick = false
 }
 
 // kill removes e from the queue (it stays as a tombstone until reclaimed).
@@ -633,10 +628,7 @@ func (c *Client) dropPinned() bool {
 		if e.dead || e.cs == nil || (!all && e.cs != cs) {
 			continue
 		}
-		if e.tick {
-			e.lose()
-			c.stats.Dropped.Add(1)
-		}
+		// No tick is queued (dropOldest came first): nothing to count.
 		e.cs.s.epoch = 0 // the receiver's table is not ours any more: reset
 		c.kill(e)
 	}
@@ -762,4 +754,29 @@ func (c *Client) QueueBytes() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.qBytes
+}
+
+// DeliveredBefore returns a time such that every tick queued before it has
+// been acknowledged by the upstream or dropped (and so recorded as a gap).
+// An aggregator acknowledges its children only up to this point, so a tick
+// it took in but had not passed on is not lost silently when it dies.
+func (c *Client) DeliveredBefore() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := c.uhead; i < len(c.unacked); i++ {
+		if c.unacked[i].cs != nil {
+			return c.unacked[i].queued
+		}
+	}
+	for i := range c.inflight {
+		if c.inflight[i].cs != nil {
+			return c.inflight[i].queued
+		}
+	}
+	for i := c.head; i < len(c.q); i++ {
+		if e := &c.q[i]; e.cs != nil && e.tick && !e.dead {
+			return e.queued
+		}
+	}
+	return time.Now()
 }

@@ -26,6 +26,9 @@ func validStream(t testing.TB) []byte {
 	var out []byte
 	var err error
 	for i := range 4 {
+		if i == 2 {
+			a.Keyframe()
+		}
 		ts := time.Unix(1000+int64(i), 0)
 		vals := []float64{0.52 + float64(i)/100, 100.25 + float64(i), math.NaN()}
 		if out, err = enc.AppendTick(out, a, ts, d, vals); err != nil {
@@ -142,7 +145,8 @@ func FuzzDecode(f *testing.F) {
 		_, _ = decodeBytes(data, lim)
 		_, _ = parseHello(data, true)
 		if len(data) > 0 {
-			framed := appendFrame(nil, data[0]%4+frameSchema, data[1:])
+			types := [...]byte{frameSchema, frameValues, frameValues | frameKey, frameGap, frameNodeState}
+			framed := appendFrame(nil, types[int(data[0])%len(types)], data[1:])
 			// After the valid stream, so the frame can refer to its streams.
 			_, _ = decodeBytes(append(bytes.Clone(valid), framed...), lim)
 		}

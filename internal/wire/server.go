@@ -30,6 +30,10 @@ type ServerOptions struct {
 	Stats *ServerStats
 	// Interner shares descriptors across connections (nil: a new one).
 	Interner *Interner
+	// HandledBefore, if set, delays acknowledgements: only frames handled
+	// before the time it returns are acknowledged. An aggregator passes its
+	// upstream client's DeliveredBefore, so acknowledgements are end to end.
+	HandledBefore func() time.Time
 }
 
 // ServerStats counts what Serve saw.
@@ -198,18 +202,37 @@ func readLoop(conn net.Conn, br *bufio.Reader, fr *FrameReader, o *ServerOptions
 	st := o.Stats
 	var deadline time.Time
 	// Acknowledge processed bytes, so a sender learns which ticks were
-	// handled before a crash here and reports the others as gaps.
+	// handled before a crash here and reports the others as gaps. With
+	// HandledBefore, a frame counts once the handler's own upstream has it.
 	var processed, ackedAt uint64
 	sinceAck := 0
 	var ack []byte
+	type mark struct {
+		off uint64
+		at  time.Time
+	}
+	var marks []mark // processed offsets not yet acknowledged, oldest first
 	for {
 		if processed > ackedAt && (sinceAck >= ackEvery || br.Buffered() == 0) {
-			ack = appendFrame(ack[:0], frameAck, binary.AppendUvarint(nil, processed))
-			_ = conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
-			if _, err := conn.Write(ack); err != nil {
-				return fmt.Errorf("write ack: %w", err)
+			upTo := processed
+			if o.HandledBefore != nil {
+				wm := o.HandledBefore()
+				upTo = ackedAt
+				i := 0
+				for ; i < len(marks) && marks[i].at.Before(wm); i++ {
+					upTo = marks[i].off
+				}
+				marks = append(marks[:0], marks[i:]...)
 			}
-			ackedAt, sinceAck = processed, 0
+			if upTo > ackedAt {
+				ack = appendFrame(ack[:0], frameAck, binary.AppendUvarint(nil, upTo))
+				_ = conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+				if _, err := conn.Write(ack); err != nil {
+					return fmt.Errorf("write ack: %w", err)
+				}
+				ackedAt = upTo
+			}
+			sinceAck = 0
 		}
 		// Moving the deadline every frame is wasted work at thousands of
 		// frames a second; a quarter of the timeout is precise enough.
@@ -239,5 +262,11 @@ func readLoop(conn net.Conn, br *bufio.Reader, fr *FrameReader, o *ServerOptions
 		}
 		processed += uint64(len(payload) + headerSize + trailerSize)
 		sinceAck++
+		if o.HandledBefore != nil {
+			if len(marks) >= 1<<16 { // bound: merge into the newest mark
+				marks = marks[:len(marks)-1]
+			}
+			marks = append(marks, mark{processed, time.Now()})
+		}
 	}
 }
