@@ -285,15 +285,24 @@ func resultError(err error) *apiError {
 	return &apiError{errExec, err}
 }
 
-func (a *API) query(w http.ResponseWriter, r *http.Request) {
+// queryForm parses the form and its required "query" parameter, writing
+// the error response itself when either is missing or bad.
+func (a *API) queryForm(w http.ResponseWriter, r *http.Request) (get func(string) string, qs string, ok bool) {
 	get, e := form(r)
 	if e != nil {
 		a.writeError(w, e)
-		return
+		return nil, "", false
 	}
-	qs := get("query")
-	if qs == "" {
+	if qs = get("query"); qs == "" {
 		a.writeError(w, badData("invalid parameter \"query\": no query given"))
+		return nil, "", false
+	}
+	return get, qs, true
+}
+
+func (a *API) query(w http.ResponseWriter, r *http.Request) {
+	get, qs, ok := a.queryForm(w, r)
+	if !ok {
 		return
 	}
 	ts, err := timeParam(get, "time", time.Now())
@@ -311,14 +320,8 @@ func (a *API) query(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) queryRange(w http.ResponseWriter, r *http.Request) {
-	get, e := form(r)
-	if e != nil {
-		a.writeError(w, e)
-		return
-	}
-	qs := get("query")
-	if qs == "" {
-		a.writeError(w, badData("invalid parameter \"query\": no query given"))
+	get, qs, ok := a.queryForm(w, r)
+	if !ok {
 		return
 	}
 	var start, end time.Time

@@ -126,3 +126,22 @@ func ZeroAllocs(t *testing.T, name, root string, cfg sampler.Configurable) {
 		t.Errorf("%s on %s: allocs per tick = %v, want 0", name, root, n)
 	}
 }
+
+// BenchTicks benchmarks steady-state ticks of p: one tick first (it creates
+// descriptors, buffers and workers), then b.Loop ticks reusing one batch.
+func BenchTicks(b *testing.B, p sampler.Plugin) {
+	b.Helper()
+	var batch metric.Batch
+	ctx := context.Background()
+	now := time.Unix(1700000000, 0)
+	if err := p.Sample(ctx, now, &batch); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		batch.Reset(now)
+		if err := p.Sample(ctx, now, &batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -335,18 +335,7 @@ func BenchmarkSample(b *testing.B) {
 				root = writeRoot(b, genStat(n))
 			}
 			p, _ := testutil.NewPlugin(b, "cpu", root, nil)
-			var batch metric.Batch
-			ctx := context.Background()
-			if err := p.Sample(ctx, time.Unix(1700000000, 0), &batch); err != nil { // size buffers, create series
-				b.Fatal(err)
-			}
-			b.ReportAllocs()
-			for b.Loop() {
-				batch.Reset(time.Unix(1700000000, 0))
-				if err := p.Sample(ctx, batch.Time, &batch); err != nil {
-					b.Fatal(err)
-				}
-			}
+			testutil.BenchTicks(b, p)
 		})
 	}
 }

@@ -197,20 +197,7 @@ func BenchmarkSample(b *testing.B) {
 				b.Fatal(err)
 			}
 			p, _ := testutil.NewPlugin(b, "diskstats", root, newConfig("", ""))
-			var batch metric.Batch
-			ctx := context.Background()
-			now := time.Unix(1700000000, 0)
-			// The first tick creates descriptors (and workers): not steady state.
-			if err := p.Sample(ctx, now, &batch); err != nil {
-				b.Fatal(err)
-			}
-			b.ReportAllocs()
-			for b.Loop() {
-				batch.Reset(now)
-				if err := p.Sample(ctx, now, &batch); err != nil {
-					b.Fatal(err)
-				}
-			}
+			testutil.BenchTicks(b, p)
 		})
 	}
 }

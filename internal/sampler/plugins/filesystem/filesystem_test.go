@@ -438,20 +438,7 @@ func BenchmarkSample(b *testing.B) {
 				*st = syscall.Statfs_t{Bsize: 4096, Blocks: 100, Bfree: 50, Bavail: 40, Files: 10, Ffree: 5}
 				return nil
 			})
-			var batch metric.Batch
-			ctx := context.Background()
-			now := time.Unix(1700000000, 0)
-			// The first tick creates descriptors (and workers): not steady state.
-			if err := p.Sample(ctx, now, &batch); err != nil {
-				b.Fatal(err)
-			}
-			b.ReportAllocs()
-			for b.Loop() {
-				batch.Reset(now)
-				if err := p.Sample(ctx, now, &batch); err != nil {
-					b.Fatal(err)
-				}
-			}
+			testutil.BenchTicks(b, p)
 		})
 	}
 }

@@ -216,18 +216,7 @@ func TestZeroAllocs(t *testing.T) {
 
 func BenchmarkSample(b *testing.B) {
 	p, _ := testutil.NewPlugin(b, "memory", "testdata/basic", nil)
-	var batch metric.Batch
-	ctx := context.Background()
-	if err := p.Sample(ctx, time.Unix(1700000000, 0), &batch); err != nil { // create series
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		batch.Reset(time.Unix(1700000000, 0))
-		if err := p.Sample(ctx, batch.Time, &batch); err != nil {
-			b.Fatal(err)
-		}
-	}
+	testutil.BenchTicks(b, p)
 }
 
 func FuzzParse(f *testing.F) {

@@ -193,20 +193,7 @@ func BenchmarkSample(b *testing.B) {
 			}
 			writeFile(b, kernfs.NewFS(root).Path("proc", "net", "dev"), sb.String())
 			p, _ := testutil.NewPlugin(b, "netdev", root, nil)
-			var batch metric.Batch
-			ctx := context.Background()
-			now := time.Unix(1700000000, 0)
-			// The first tick creates descriptors (and workers): not steady state.
-			if err := p.Sample(ctx, now, &batch); err != nil {
-				b.Fatal(err)
-			}
-			b.ReportAllocs()
-			for b.Loop() {
-				batch.Reset(now)
-				if err := p.Sample(ctx, now, &batch); err != nil {
-					b.Fatal(err)
-				}
-			}
+			testutil.BenchTicks(b, p)
 		})
 	}
 }
