@@ -7,7 +7,7 @@
 //     concurrent client; samples/s for each and the ratio;
 //
 //   - bytes per sample on disk after compacting the head into a block, on
-//     the same kind of data over a longer span (whole 120-sample chunks);
+//     the same kind of data over a longer span, for one or more chunk sizes;
 //
 //   - query_range over one hour of one metric for many nodes at 1 Hz:
 //     rate(m[1m]) and the plain selector at step 15s, in-process through
@@ -52,7 +52,6 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
 	"github.com/prometheus/prometheus/storage"
-	"github.com/prometheus/prometheus/tsdb/chunkenc"
 
 	"github.com/vigil-hpc/vigil/internal/metric"
 	"github.com/vigil-hpc/vigil/internal/query"
@@ -65,6 +64,8 @@ type options struct {
 	nodes, ticks, cpus, workers, batch int
 	prometheus, vigil                  string
 	bytesNodes, bytesTicks             int
+	chunkSizes                         string
+	replay                             *simulate.Recording
 	queryNodes, querySeconds, runs     int
 	phases, cpuProfile, queryProfile   string
 	keep                               bool
@@ -75,12 +76,14 @@ func main() {
 	flag.IntVar(&o.nodes, "nodes", 200, "simulated nodes for the ingest comparison")
 	flag.IntVar(&o.ticks, "ticks", 300, "ticks (seconds) per node for the ingest comparison")
 	flag.IntVar(&o.cpus, "cpus", 16, "cores per simulated node (16: about 320 values per tick)")
+	replay := flag.String("replay", "", "replay this recording (`vigil record`) on every node instead of the synthetic model (ingest and bytes phases)")
 	flag.IntVar(&o.workers, "workers", 4, "concurrent appenders / remote-write clients")
 	flag.IntVar(&o.batch, "batch", 2000, "samples per remote-write request (Prometheus' max_samples_per_send)")
 	flag.StringVar(&o.prometheus, "prometheus", "/usr/bin/prometheus", "Prometheus binary (empty: skip it)")
 	flag.StringVar(&o.vigil, "vigil", "", "vigil binary: also stream the data into `vigil server --listen` (empty: skip)")
 	flag.IntVar(&o.bytesNodes, "bytes-nodes", 20, "nodes for the bytes-per-sample measurement")
 	flag.IntVar(&o.bytesTicks, "bytes-ticks", 3600, "ticks per node for the bytes-per-sample measurement")
+	flag.StringVar(&o.chunkSizes, "samples-per-chunk", strconv.Itoa(store.DefaultSamplesPerChunk), "comma-separated chunk sizes to measure bytes per sample with")
 	flag.IntVar(&o.queryNodes, "query-nodes", 10000, "series (nodes) of the query_range dataset")
 	flag.IntVar(&o.querySeconds, "query-seconds", 3600, "seconds of 1 Hz data per series in the query dataset")
 	flag.IntVar(&o.runs, "runs", 5, "runs per query; the median is reported")
@@ -92,6 +95,15 @@ func main() {
 	if o.nodes <= 0 || o.ticks <= 0 || o.workers <= 0 || o.batch <= 0 || o.runs <= 0 {
 		fmt.Fprintln(os.Stderr, "ingestcmp: --nodes, --ticks, --workers, --batch and --runs must be positive")
 		os.Exit(2)
+	}
+	if *replay != "" {
+		rec, err := simulate.LoadRecording(*replay)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "ingestcmp: --replay:", err)
+			os.Exit(2)
+		}
+		fmt.Printf("replaying %s: %d ticks of %d series\n", *replay, rec.Ticks(), rec.Series())
+		o.replay = rec
 	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "ingestcmp:", err)
@@ -142,16 +154,25 @@ type tick struct {
 	values []float64
 }
 
-func generate(nodes, ticks, cpus int) *dataset {
-	sch := simulate.NewSchema(cpus)
+// source is one simulated node: the model or a replayed recording.
+type source interface {
+	Sample(t time.Time, dt time.Duration, b *metric.Batch)
+}
+
+func generate(o options, nodes, ticks int) *dataset {
+	sch := simulate.NewSchema(o.cpus)
 	// Synthetic timestamps end now, so both databases take them as fresh.
 	t0 := time.Now().Add(-time.Duration(ticks) * time.Second).Truncate(time.Second)
 	d := &dataset{t0: t0, ticks: make([][]tick, ticks)}
-	sims := make([]*simulate.Node, nodes)
+	sims := make([]source, nodes)
 	last := make([][]*metric.Desc, nodes)
 	for n := range sims {
 		d.names = append(d.names, simulate.NodeName(n+1))
-		sims[n] = simulate.NewNode(d.names[n], sch, uint64(n+1))
+		if o.replay != nil {
+			sims[n] = simulate.NewReplayNode(d.names[n], o.replay, n*o.replay.Ticks()/nodes)
+		} else {
+			sims[n] = simulate.NewNode(d.names[n], sch, uint64(n+1))
+		}
 	}
 	var b metric.Batch
 	for k := range ticks {
@@ -208,7 +229,7 @@ func byWorker(workers, nodes int, f func(w int, nodes []int) error) error {
 
 func ingest(o options, dir string) error {
 	fmt.Printf("== ingest: %d nodes x %d ticks, %d workers\n", o.nodes, o.ticks, o.workers)
-	d := generate(o.nodes, o.ticks, o.cpus)
+	d := generate(o, o.nodes, o.ticks)
 	fmt.Printf("dataset: %d samples, %.0f values per node and tick\n", d.total, float64(d.total)/float64(o.nodes*o.ticks))
 
 	// Vigil, in-process.
@@ -629,8 +650,23 @@ func procCPU(pid int) (time.Duration, error) {
 
 func bytesPerSample(o options, dir string) error {
 	fmt.Printf("== bytes per sample: %d nodes x %d ticks\n", o.bytesNodes, o.bytesTicks)
-	d := generate(o.bytesNodes, o.bytesTicks, o.cpus)
-	st, err := store.Open(store.Options{Dir: dir})
+	d := generate(o, o.bytesNodes, o.bytesTicks)
+	for _, f := range strings.Split(o.chunkSizes, ",") {
+		spc, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || spc < 1 {
+			return fmt.Errorf("--samples-per-chunk: %q is not a positive number", f)
+		}
+		if err := bytesOnce(d, spc, filepath.Join(dir, strconv.Itoa(spc))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bytesOnce stores the dataset with spc samples a chunk, compacts it into
+// a block and prints its size per sample, overall and by metric family.
+func bytesOnce(d *dataset, spc int, dir string) error {
+	st, err := store.Open(store.Options{Dir: dir, SamplesPerChunk: spc})
 	if err != nil {
 		return err
 	}
@@ -661,126 +697,27 @@ func bytesPerSample(o options, dir string) error {
 	if samples == 0 {
 		return errors.New("no block written")
 	}
-	fmt.Printf("block: %d samples, %d series, %d chunks (%.0f samples/chunk)\n", samples, series, chunks, float64(samples)/float64(chunks))
-	fmt.Printf("bytes/sample: chunks %.3f, whole block (with index) %.3f\n", float64(chunkBytes)/float64(samples), float64(total)/float64(samples))
-	return familyBreakdown(d)
-}
-
-// familyBreakdown re-encodes every series into XOR chunks of 120 samples,
-// as the head cuts them, and prints the chunk bytes per sample by metric
-// family, to show where the space goes.
-func familyBreakdown(d *dataset) error {
-	type key struct {
-		node int
-		desc *metric.Desc
-	}
-	type acc struct {
-		chunk *chunkenc.XORChunk
-		app   chunkenc.Appender
-		n     int
-	}
-	type fam struct {
-		bytes, samples int
-	}
-	series := map[key]*acc{}
-	fams := map[string]*fam{}
-	flush := func(desc *metric.Desc, a *acc) {
-		f := fams[desc.Name]
-		if f == nil {
-			f = &fam{}
-			fams[desc.Name] = f
-		}
-		f.bytes += len(a.chunk.Bytes())
-		f.samples += a.n
-		a.chunk, a.app, a.n = nil, nil, 0
-	}
-	for k := range d.ticks {
-		ts := d.time(k).UnixMilli()
-		for n, tk := range d.ticks[k] {
-			for i, desc := range tk.descs {
-				a := series[key{n, desc}]
-				if a == nil {
-					a = &acc{}
-					series[key{n, desc}] = a
-				}
-				if a.chunk == nil {
-					a.chunk = chunkenc.NewXORChunk()
-					app, err := a.chunk.Appender()
-					if err != nil {
-						return err
-					}
-					a.app = app
-				}
-				a.app.Append(ts, tk.values[i])
-				if a.n++; a.n == 120 {
-					flush(desc, a)
-				}
-			}
-		}
-	}
-	for k, a := range series {
-		if a.n > 0 {
-			flush(k.desc, a)
-		}
+	fmt.Printf("-- %d samples a chunk: block of %d samples, %d series, %d chunks (%.0f samples/chunk); %d values stored unscaled\n",
+		spc, samples, series, chunks, float64(samples)/float64(chunks), st.Stats().UnscaledSamples)
+	fmt.Printf("bytes/sample: chunk files %.3f, whole block (with index) %.3f\n", float64(chunkBytes)/float64(samples), float64(total)/float64(samples))
+	fams, err := st.ChunkStats(context.Background())
+	if err != nil {
+		return err
 	}
 	names := make([]string, 0, len(fams))
 	tb, ts := 0, 0
 	for name, f := range fams {
 		names = append(names, name)
-		tb += f.bytes
-		ts += f.samples
+		tb += f.Bytes
+		ts += f.Samples
 	}
-	slices.SortFunc(names, func(a, b string) int { return fams[b].bytes - fams[a].bytes })
-	cpu, cpuN := cpuAsJiffies(d)
-	fmt.Printf("XOR chunks re-encoded: %.3f bytes/sample overall; by family (share of bytes, bytes/sample):\n", float64(tb)/float64(ts))
+	slices.SortFunc(names, func(a, b string) int { return fams[b].Bytes - fams[a].Bytes })
+	fmt.Printf("chunk data %.3f bytes/sample; by family (share of bytes, bytes/sample):\n", float64(tb)/float64(ts))
 	for _, name := range names[:min(12, len(names))] {
 		f := fams[name]
-		fmt.Printf("  %-40s %5.1f%%  %6.3f  (%d samples)\n", name, 100*float64(f.bytes)/float64(tb), float64(f.bytes)/float64(f.samples), f.samples)
-	}
-	if f := fams["node_cpu_seconds_total"]; f != nil && cpuN > 0 {
-		fmt.Printf("node_cpu_seconds_total stored as integer USER_HZ ticks (x100): %.3f bytes/sample; overall would be %.3f\n",
-			float64(cpu)/float64(cpuN), float64(tb-f.bytes+cpu)/float64(ts))
+		fmt.Printf("  %-40s %5.1f%%  %6.3f  (%d samples)\n", name, 100*float64(f.Bytes)/float64(tb), float64(f.Bytes)/float64(f.Samples), f.Samples)
 	}
 	return nil
-}
-
-// cpuAsJiffies encodes node_cpu_seconds_total multiplied back into the
-// kernel's integer ticks, 120 samples a chunk; it returns bytes and samples.
-func cpuAsJiffies(d *dataset) (int, int) {
-	type key struct {
-		node int
-		desc *metric.Desc
-	}
-	vals := map[key][]float64{}
-	var order []key
-	for k := range d.ticks {
-		for n, tk := range d.ticks[k] {
-			for i, desc := range tk.descs {
-				if desc.Name != "node_cpu_seconds_total" {
-					continue
-				}
-				kk := key{n, desc}
-				if _, ok := vals[kk]; !ok {
-					order = append(order, kk)
-				}
-				vals[kk] = append(vals[kk], math.Round(tk.values[i]*100))
-			}
-		}
-	}
-	bytes, samples := 0, 0
-	for _, kk := range order {
-		vs := vals[kk]
-		for i := 0; i < len(vs); i += 120 {
-			c := chunkenc.NewXORChunk()
-			app, _ := c.Appender()
-			for j, v := range vs[i:min(i+120, len(vs))] {
-				app.Append(d.time(i+j).UnixMilli(), v)
-			}
-			bytes += len(c.Bytes())
-			samples += c.NumSamples()
-		}
-	}
-	return bytes, samples
 }
 
 func dirSize(dir string) (int64, error) {

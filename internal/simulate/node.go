@@ -15,7 +15,7 @@ import (
 )
 
 // How one series moves from tick to tick. State is an integer (jiffies,
-// bytes, milliseconds) divided by scale for the value, as the plugins do.
+// bytes, milliseconds) converted by scale for the value, as the plugins do.
 type kind uint8
 
 const (
@@ -29,7 +29,7 @@ const (
 type spec struct {
 	desc  *metric.Desc
 	kind  kind
-	scale float64 // value = state / scale (1 for integers)
+	scale float64 // value = state * (1/scale) (1 for integers)
 	base  float64 // typical magnitude of the state
 	rate  float64 // counter: mean increase per second; gauge: step spread
 	quant int64   // gauge step quantum (a page for memory)
@@ -382,7 +382,7 @@ func (n *Node) Sample(t time.Time, dt time.Duration, b *metric.Batch) {
 		n.state[i] = n.step(sp, n.state[i], n.rate[i], sec)
 		v := float64(n.state[i])
 		if sp.scale != 1 {
-			v /= sp.scale
+			v *= 1 / sp.scale // as the diskstats plugin and node_exporter: ms * (1/1000)
 		}
 		b.Add(sp.desc, v)
 	}

@@ -229,7 +229,7 @@ type bucket struct {
 
 // pass rolls up the minute-aligned range [from, to) of raw data.
 func (r *Rollup) pass(ctx context.Context, from, to int64) error {
-	q, err := r.raw.db.Querier(from, to-1)
+	q, err := r.raw.Querier(from, to-1) // values as stored are scaled (scale.go)
 	if err != nil {
 		return fmt.Errorf("store: rollup %s..%s: raw querier: %w", fmtMs(from), fmtMs(to), err)
 	}

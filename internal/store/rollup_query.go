@@ -51,7 +51,7 @@ func (q rollupQueryable) Querier(mint, maxt int64) (storage.Querier, error) {
 	mq := &mergedQuerier{r: q.r, mint: mint, maxt: maxt, boundary: b}
 	var err error
 	if maxt >= b {
-		if mq.raw, err = q.r.raw.db.Querier(max(mint, b), maxt); err != nil {
+		if mq.raw, err = q.r.raw.Querier(max(mint, b), maxt); err != nil {
 			return nil, err
 		}
 	}
@@ -98,7 +98,7 @@ func (m *mergedQuerier) Select(ctx context.Context, sortSeries bool, hints *stor
 	mean := append(slices.Clip(ms), labels.MustNewMatcher(labels.MatchEqual, RollupLabel, AggMean))
 	// Dropping a label every series has with the same value keeps the
 	// order, so the rollup set stays sorted for the merge.
-	old := &strippedSet{SeriesSet: m.old.Select(ctx, true, oldHints, mean...)}
+	old := dropLabelSet{m.old.Select(ctx, true, oldHints, mean...), RollupLabel}
 	if m.raw == nil {
 		return old
 	}
@@ -157,14 +157,6 @@ func (m *mergedQuerier) Close() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// strippedSet presents rollup series under their raw labels.
-type strippedSet struct{ storage.SeriesSet }
-
-func (s *strippedSet) At() storage.Series {
-	sr := s.SeriesSet.At()
-	return strippedSeries{Series: sr, lset: labels.NewBuilder(sr.Labels()).Del(RollupLabel).Labels()}
 }
 
 type strippedSeries struct {

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/tsdb/chunks"
 	"github.com/prometheus/prometheus/util/compression"
 
 	"github.com/vigil-hpc/vigil/internal/metric"
@@ -40,6 +41,11 @@ const (
 	// sample; it matches PromQL's default lookback delta, beyond which a
 	// series is invisible anyway.
 	staleLookback = 5 * time.Minute
+	// DefaultSamplesPerChunk is 4 minutes at 1 Hz. Prometheus uses 120
+	// (2 minutes at its usual 15 s scrape interval that is 30 minutes);
+	// at Vigil's 1 Hz, 240 halves the per-chunk overhead (0.1 bytes a
+	// sample) while a read of the newest samples still decodes at most 240.
+	DefaultSamplesPerChunk = 240
 )
 
 // Options configure a Store.
@@ -65,7 +71,11 @@ type Options struct {
 	// MaxMetadata bounds the number of metric names whose HELP and TYPE
 	// are kept for /api/v1/metadata (0: 100,000).
 	MaxMetadata int
-	Logger      *slog.Logger
+	// SamplesPerChunk is how many samples the TSDB puts in a chunk
+	// (0: DefaultSamplesPerChunk). Each chunk repeats a full timestamp and
+	// value and has its own header and index entry, about 25 bytes.
+	SamplesPerChunk int
+	Logger          *slog.Logger
 }
 
 // Metadata is the HELP/TYPE information of one metric name.
@@ -89,6 +99,7 @@ type Store struct {
 	ticks    atomic.Uint64
 	rejected atomic.Uint64
 	gaps     atomic.Uint64
+	unscaled atomic.Uint64 // samples of scaled metrics stored in twins
 }
 
 // nodeCache holds the series references of one node. Its mutex is held for
@@ -105,6 +116,8 @@ type nodeCache struct {
 type seriesRef struct {
 	ref  storage.SeriesRef
 	lset labels.Labels
+	dec  *decimal   // stored as integers (scale.go); nil: as they are
+	twin *seriesRef // where values dec cannot represent go; made on first use
 }
 
 // Open opens (or creates) the store in opts.Dir, replaying the WAL.
@@ -112,8 +125,11 @@ func Open(opts Options) (*Store, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("store: no data directory given")
 	}
-	if opts.Retention < 0 || opts.MaxBytes < 0 || opts.OutOfOrderWindow < 0 || opts.MaxCachedSeries < 0 || opts.CacheIdle < 0 || opts.MaxMetadata < 0 {
-		return nil, errors.New("store: negative retention, size, window or cache bound")
+	if opts.Retention < 0 || opts.MaxBytes < 0 || opts.OutOfOrderWindow < 0 || opts.MaxCachedSeries < 0 || opts.CacheIdle < 0 || opts.MaxMetadata < 0 || opts.SamplesPerChunk < 0 {
+		return nil, errors.New("store: negative retention, size, window, chunk size or cache bound")
+	}
+	if opts.SamplesPerChunk == 0 {
+		opts.SamplesPerChunk = DefaultSamplesPerChunk
 	}
 	if opts.Retention == 0 {
 		opts.Retention = DefaultRetention
@@ -135,6 +151,7 @@ func Open(opts Options) (*Store, error) {
 	to.MaxBytes = opts.MaxBytes
 	to.OutOfOrderTimeWindow = opts.OutOfOrderWindow.Milliseconds()
 	to.WALCompression = compression.Snappy
+	to.SamplesPerChunk = opts.SamplesPerChunk
 	db, err := tsdb.Open(opts.Dir, opts.Logger.With("component", "tsdb"), nil, to, nil)
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", opts.Dir, err)
@@ -158,13 +175,17 @@ func (s *Store) Close() error {
 
 // Querier makes Store a storage.Queryable for the query engine.
 func (s *Store) Querier(mint, maxt int64) (storage.Querier, error) {
-	return s.db.Querier(mint, maxt)
+	q, err := s.db.Querier(mint, maxt)
+	if err != nil {
+		return nil, err
+	}
+	return scaledQuerier{q}, nil
 }
 
-// Appender returns a raw appender for ingest paths that carry their own
+// Appender returns an appender for ingest paths that carry their own
 // label sets (remote write). The caller must Commit or Rollback it.
 func (s *Store) Appender(ctx context.Context) storage.Appender {
-	return s.db.Appender(ctx)
+	return scaledAppender{Appender: s.db.Appender(ctx), s: s}
 }
 
 // RejectedError reports samples the TSDB refused (out of order, duplicate
@@ -214,7 +235,19 @@ func (s *Store) AppendTick(node string, t time.Time, descs []*metric.Desc, value
 			_ = app.Rollback()
 			return err
 		}
-		ref, err := app.Append(sr.ref, sr.lset, ts, values[i])
+		v := values[i]
+		if sr.dec != nil {
+			if j, ok := sr.dec.encode(v); ok {
+				v = j
+			} else {
+				if sr.twin == nil {
+					sr.twin = &seriesRef{lset: twinLabels(sr.lset)}
+				}
+				sr = sr.twin
+				s.unscaled.Add(1)
+			}
+		}
+		ref, err := app.Append(sr.ref, sr.lset, ts, v)
 		switch {
 		case err == nil:
 			if ref != 0 {
@@ -377,9 +410,12 @@ func (s *Store) Metadata() map[string]Metadata {
 // Stats are counters of the store since Open.
 type Stats struct {
 	Ticks, RejectedSamples, Gaps uint64
-	CachedSeries                 int
-	HeadSeries                   uint64
-	HeadMinTime, HeadMaxTime     int64
+	// UnscaledSamples counts values of integer-stored metrics that were
+	// not exact multiples of their unit and went to twin series.
+	UnscaledSamples          uint64
+	CachedSeries             int
+	HeadSeries               uint64
+	HeadMinTime, HeadMaxTime int64
 }
 
 // Stats returns the current counters.
@@ -390,8 +426,9 @@ func (s *Store) Stats() Stats {
 	h := s.db.Head()
 	return Stats{
 		Ticks: s.ticks.Load(), RejectedSamples: s.rejected.Load(), Gaps: s.gaps.Load(),
-		CachedSeries: cached,
-		HeadSeries:   h.NumSeries(), HeadMinTime: h.MinTime(), HeadMaxTime: h.MaxTime(),
+		UnscaledSamples: s.unscaled.Load(),
+		CachedSeries:    cached,
+		HeadSeries:      h.NumSeries(), HeadMinTime: h.MinTime(), HeadMaxTime: h.MaxTime(),
 	}
 }
 
@@ -429,7 +466,7 @@ func (s *Store) ref(nc *nodeCache, node string, d *metric.Desc) (*seriesRef, err
 	if dup, ok := lset.HasDuplicateLabelNames(); ok {
 		return nil, fmt.Errorf("store: node %q: metric %s: duplicate label %q", node, d.Name, dup)
 	}
-	sr := &seriesRef{lset: lset}
+	sr := &seriesRef{lset: lset, dec: decimalScales[d.Name]}
 	s.mu.Lock()
 	// A node swept meanwhile is an orphan; don't count its entries.
 	if s.cached < s.opts.MaxCachedSeries && s.nodes[node] == nc {
@@ -494,4 +531,43 @@ func (s *Store) Blocks() []BlockInfo {
 			Samples: m.Stats.NumSamples, Series: m.Stats.NumSeries, Chunks: m.Stats.NumChunks, Bytes: b.Size()})
 	}
 	return out
+}
+
+// ChunkStat is the encoded size of one metric's chunks, as stored.
+type ChunkStat struct {
+	Bytes, Samples, Chunks int
+}
+
+// ChunkStats sums the chunk bytes and samples of the persisted blocks by
+// metric name (twins under their metric), for benchmarks: where the disk
+// goes.
+func (s *Store) ChunkStats(ctx context.Context) (map[string]ChunkStat, error) {
+	q, err := s.db.ChunkQuerier(math.MinInt64, math.MaxInt64)
+	if err != nil {
+		return nil, fmt.Errorf("store: chunk stats: %w", err)
+	}
+	defer q.Close()
+	out := map[string]ChunkStat{}
+	set := q.Select(ctx, false, nil, labels.MustNewMatcher(labels.MatchRegexp, labels.MetricName, ".+"))
+	var it chunks.Iterator
+	for set.Next() {
+		series := set.At()
+		name := series.Labels().Get(labels.MetricName)
+		st := out[name]
+		it = series.Iterator(it)
+		for it.Next() {
+			c := it.At().Chunk
+			st.Bytes += len(c.Bytes())
+			st.Samples += c.NumSamples()
+			st.Chunks++
+		}
+		if err := it.Err(); err != nil {
+			return nil, fmt.Errorf("store: chunk stats of %s: %w", series.Labels(), err)
+		}
+		out[name] = st
+	}
+	if err := set.Err(); err != nil {
+		return nil, fmt.Errorf("store: chunk stats: %w", err)
+	}
+	return out, nil
 }

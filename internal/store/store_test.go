@@ -55,7 +55,7 @@ func readAll(t *testing.T, q storage.Queryable, ms ...*labels.Matcher) map[strin
 	return out
 }
 
-func openT(t *testing.T, dir string) *Store {
+func openT(t testing.TB, dir string) *Store {
 	t.Helper()
 	s, err := Open(Options{Dir: dir})
 	if err != nil {
