@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"strconv"
 )
 
 // ErrSyntax is returned for a number that cannot be parsed.
@@ -55,7 +56,9 @@ func ParseInt(b []byte) (int64, error) {
 }
 
 // ParseFixed parses a decimal such as "0.52" or "12" (no exponent) without
-// allocating. Enough for /proc/loadavg and similar.
+// allocating, to the same float64 as strconv.ParseFloat: digits and scale
+// are exact integers, so one division rounds correctly. Enough for
+// /proc/loadavg and similar.
 func ParseFixed(b []byte) (float64, error) {
 	neg := false
 	if len(b) > 0 && b[0] == '-' {
@@ -65,33 +68,38 @@ func ParseFixed(b []byte) (float64, error) {
 	if len(b) == 0 {
 		return 0, ErrSyntax
 	}
-	var ip, fp uint64
+	var m uint64 // all digits, without the point
 	var scale float64 = 1
-	i := 0
-	for ; i < len(b) && b[i] != '.'; i++ {
-		c := b[i]
-		if c < '0' || c > '9' || ip > math.MaxUint64/10-10 {
+	exact := true // m < 2^53 and scale a power of ten float64 holds exactly
+	seenPoint := false
+	for i, c := range b {
+		switch {
+		case c == '.' && !seenPoint && i+1 < len(b):
+			seenPoint = true
+		case c >= '0' && c <= '9':
+			if m > (1<<53)/10 {
+				exact = false
+				if !seenPoint && m > math.MaxUint64/10-10 {
+					return 0, ErrSyntax
+				}
+			}
+			if exact {
+				m = m*10 + uint64(c-'0')
+				if seenPoint {
+					scale *= 10
+				}
+			}
+		default:
 			return 0, ErrSyntax
 		}
-		ip = ip*10 + uint64(c-'0')
 	}
-	if i < len(b) {
-		i++
-		if i == len(b) {
+	v := float64(m) / scale
+	if !exact || scale > 1e22 {
+		var err error
+		if v, err = strconv.ParseFloat(string(b), 64); err != nil {
 			return 0, ErrSyntax
 		}
-		for ; i < len(b); i++ {
-			c := b[i]
-			if c < '0' || c > '9' {
-				return 0, ErrSyntax
-			}
-			if scale < 1e18 {
-				fp = fp*10 + uint64(c-'0')
-				scale *= 10
-			}
-		}
 	}
-	v := float64(ip) + float64(fp)/scale
 	if neg {
 		v = -v
 	}

@@ -1,6 +1,7 @@
 package kernfs
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"testing"
@@ -39,6 +40,38 @@ func TestParseFixed(t *testing.T) {
 			t.Errorf("ParseFixed(%q) = %v, %v", tc.in, got, err)
 		}
 	}
+}
+
+// TestParseFixedMatchesParseFloat: load averages must be the float64
+// node_exporter gets from strconv.ParseFloat ("3.28", not 3 + 28/100).
+func TestParseFixedMatchesParseFloat(t *testing.T) {
+	check := func(s string) {
+		got, err := ParseFixed([]byte(s))
+		want, werr := strconv.ParseFloat(s, 64)
+		if err != nil || werr != nil || math.Float64bits(got) != math.Float64bits(want) {
+			t.Fatalf("ParseFixed(%q) = %v, %v; ParseFloat %v", s, got, err, want)
+		}
+	}
+	for i := range 100_000 { // every load average up to 1000.00
+		check(fmt.Sprintf("%d.%02d", i/100, i%100))
+	}
+	for _, s := range []string{"3.28", "1.14", "123456789012345678901234.5", "0.1234567890123456789", "9007199254740993", ".5"} {
+		check(s)
+	}
+}
+
+func FuzzParseFixed(f *testing.F) {
+	f.Add([]byte("3.28"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := ParseFixed(b)
+		if err != nil {
+			return
+		}
+		want, werr := strconv.ParseFloat(string(b), 64)
+		if werr != nil || math.Float64bits(got) != math.Float64bits(want) {
+			t.Fatalf("ParseFixed(%q) = %v; ParseFloat %v, %v", b, got, want, werr)
+		}
+	})
 }
 
 func TestFieldsAndLines(t *testing.T) {
