@@ -29,6 +29,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.IntVar(&o.GroupSize, "group-size", 500, "nodes per goroutine and upstream connection (1: a connection per node)")
 	fs.IntVar(&o.CPUs, "cpus", 16, "cores per virtual node (16 gives about 320 values per tick)")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the simulated data")
+	replay := fs.String("replay", "", "replay this recording (from `vigil record`) on every node instead of the synthetic model")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -50,6 +51,14 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *keyFile != "" {
 		if o.Key, err = wire.LoadKey(*keyFile); err != nil {
 			return err
+		}
+	}
+	if *replay != "" {
+		if o.Replay, err = simulate.LoadRecording(*replay); err != nil {
+			return fmt.Errorf("--replay: %w", err)
+		}
+		if iv := o.Replay.Interval(); iv != o.Interval {
+			log.Warn("the recording's interval differs from --interval; replaying one recorded tick per interval", "recording", iv, "interval", o.Interval)
 		}
 	}
 	return simulate.Run(ctx, o)

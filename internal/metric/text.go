@@ -15,17 +15,26 @@ import (
 type TextWriter struct {
 	// ConstLabels are written first on every series (e.g. node="cn01").
 	ConstLabels []Label
-	buf         []byte
-	order       []int
-	samples     []Sample
+	// Timestamps appends each sample's batch time in milliseconds, as in
+	// recordings (`vigil record`) and federation; /metrics has none.
+	Timestamps bool
+	buf        []byte
+	order      []int
+	samples    []Sample
+	times      []int64
 }
 
 // Write renders the samples of all batches to w.
 func (tw *TextWriter) Write(w io.Writer, batches ...*Batch) error {
-	tw.samples = tw.samples[:0]
+	tw.samples, tw.times = tw.samples[:0], tw.times[:0]
 	for _, b := range batches {
 		if b != nil {
 			tw.samples = append(tw.samples, b.Samples...)
+			if tw.Timestamps {
+				for range b.Samples {
+					tw.times = append(tw.times, b.Time.UnixMilli())
+				}
+			}
 		}
 	}
 	tw.order = tw.order[:0]
@@ -58,6 +67,10 @@ func (tw *TextWriter) Write(w io.Writer, batches ...*Batch) error {
 		buf = AppendSeries(buf, d, tw.ConstLabels)
 		buf = append(buf, ' ')
 		buf = AppendFloat(buf, s[i].Value)
+		if tw.Timestamps {
+			buf = append(buf, ' ')
+			buf = strconv.AppendInt(buf, tw.times[i], 10)
+		}
 		buf = append(buf, '\n')
 	}
 	tw.buf = buf

@@ -30,6 +30,15 @@ type Options struct {
 	Log       *slog.Logger
 	// ReportEvery is how often totals are logged (0: 10s).
 	ReportEvery time.Duration
+	// Replay, if set, makes every node replay this recording (each from
+	// its own offset) instead of the synthetic model; CPUs is then unused.
+	Replay *Recording
+}
+
+// source is one virtual node's data: the model (Node) or a recording
+// (ReplayNode).
+type source interface {
+	Sample(t time.Time, dt time.Duration, b *metric.Batch)
 }
 
 // Run streams Nodes virtual samplers upstream until ctx is done.
@@ -41,7 +50,7 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("interval %s: must be at least 1ms", o.Interval)
 	case len(o.Upstream) == 0:
 		return errors.New("no upstream address (--upstream)")
-	case o.CPUs <= 0 || o.CPUs > 4096:
+	case o.Replay == nil && (o.CPUs <= 0 || o.CPUs > 4096):
 		return fmt.Errorf("cpus %d: want 1..4096", o.CPUs)
 	}
 	if o.GroupSize <= 0 {
@@ -78,14 +87,25 @@ func Run(ctx context.Context, o Options) error {
 		grp.client = c
 		for i := start; i < end; i++ {
 			name := NodeName(o.First + i)
-			grp.nodes = append(grp.nodes, NewNode(name, sch, o.Seed*1_000_003+uint64(o.First+i)))
+			if o.Replay != nil {
+				// Offsets spread the nodes over the recording, so they
+				// are not in lockstep.
+				grp.nodes = append(grp.nodes, NewReplayNode(name, o.Replay, i*o.Replay.Ticks()/o.Nodes))
+			} else {
+				grp.nodes = append(grp.nodes, NewNode(name, sch, o.Seed*1_000_003+uint64(o.First+i)))
+			}
+			grp.names = append(grp.names, name)
 			grp.streams = append(grp.streams, c.NewStream(name))
 		}
 		clients = append(clients, c)
 		g.Go(func() error { return c.Run(ctx) })
 		g.Go(func() error { grp.run(ctx); return nil })
 	}
-	log.Info("simulating", "nodes", o.Nodes, "first", NodeName(o.First), "values_per_node", sch.Len(),
+	perNode, data := sch.Len(), "model"
+	if o.Replay != nil {
+		perNode, data = o.Replay.Series(), fmt.Sprintf("replay of %d ticks", o.Replay.Ticks())
+	}
+	log.Info("simulating", "nodes", o.Nodes, "first", NodeName(o.First), "data", data, "series_per_node", perNode,
 		"interval", o.Interval, "connections", len(clients), "upstream", o.Upstream, "key", o.Key != nil)
 	g.Go(func() error {
 		t := time.NewTicker(o.ReportEvery)
@@ -118,7 +138,8 @@ func Run(ctx context.Context, o Options) error {
 type group struct {
 	interval time.Duration
 	client   *wire.Client
-	nodes    []*Node
+	nodes    []source
+	names    []string
 	streams  []*wire.ClientStream
 	overruns *atomic.Uint64
 }
@@ -147,8 +168,8 @@ func (g *group) run(ctx context.Context) {
 		if missed := int64(after.Sub(next)/g.interval) - 1; missed > 0 {
 			g.overruns.Add(uint64(missed))
 			// Skipped ticks are missing data: say so, as a lossy tree would.
-			for _, n := range g.nodes {
-				g.client.Gap(n.Name, next.Add(g.interval), after.Add(-g.interval))
+			for _, name := range g.names {
+				g.client.Gap(name, next.Add(g.interval), after.Add(-g.interval))
 			}
 		}
 		next = after

@@ -115,6 +115,15 @@ func (h *countHandler) Tick(node string, _ time.Time, _ []*metric.Desc, v []floa
 }
 
 func TestRunStreams(t *testing.T) {
+	rec, err := ReadRecording(strings.NewReader(recording(5)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("model", func(t *testing.T) { runStreams(t, Options{CPUs: 2}) })
+	t.Run("replay", func(t *testing.T) { runStreams(t, Options{Replay: rec}) })
+}
+
+func runStreams(t *testing.T, o Options) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -128,8 +137,8 @@ func TestRunStreams(t *testing.T) {
 	const nodes = 25
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Options{Nodes: nodes, Interval: 20 * time.Millisecond, Upstream: []string{ln.Addr().String()},
-			GroupSize: 10, CPUs: 2, Log: quiet})
+		o.Nodes, o.Interval, o.Upstream, o.GroupSize, o.Log = nodes, 20*time.Millisecond, []string{ln.Addr().String()}, 10, quiet
+		done <- Run(ctx, o)
 	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
