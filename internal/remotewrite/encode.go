@@ -5,6 +5,8 @@ import (
 	"math"
 	"sort"
 
+	"github.com/prometheus/prometheus/model/labels"
+
 	"github.com/vigil-hpc/vigil/internal/metric"
 )
 
@@ -47,16 +49,28 @@ func appendLabels(dst []byte, node string, d *metric.Desc) []byte {
 	}
 	sort.Slice(ls, func(i, j int) bool { return ls[i].Name < ls[j].Name })
 	for _, l := range ls {
-		n := 1 + uvarintLen(uint64(len(l.Name))) + len(l.Name) + 1 + uvarintLen(uint64(len(l.Value))) + len(l.Value)
-		dst = append(dst, tagLabel)
-		dst = binary.AppendUvarint(dst, uint64(n))
-		dst = append(dst, tagLabelName)
-		dst = binary.AppendUvarint(dst, uint64(len(l.Name)))
-		dst = append(dst, l.Name...)
-		dst = append(dst, tagLabelValue)
-		dst = binary.AppendUvarint(dst, uint64(len(l.Value)))
-		dst = append(dst, l.Value...)
+		dst = appendLabel(dst, l.Name, l.Value)
 	}
+	return dst
+}
+
+// appendLabelSet encodes a label set received with its samples (remote
+// write in); labels.Labels is sorted already.
+func appendLabelSet(dst []byte, lset labels.Labels) []byte {
+	lset.Range(func(l labels.Label) { dst = appendLabel(dst, l.Name, l.Value) })
+	return dst
+}
+
+func appendLabel(dst []byte, name, value string) []byte {
+	n := 1 + uvarintLen(uint64(len(name))) + len(name) + 1 + uvarintLen(uint64(len(value))) + len(value)
+	dst = append(dst, tagLabel)
+	dst = binary.AppendUvarint(dst, uint64(n))
+	dst = append(dst, tagLabelName)
+	dst = binary.AppendUvarint(dst, uint64(len(name)))
+	dst = append(dst, name...)
+	dst = append(dst, tagLabelValue)
+	dst = binary.AppendUvarint(dst, uint64(len(value)))
+	dst = append(dst, value...)
 	return dst
 }
 

@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/prometheus/model/labels"
+
 	"github.com/vigil-hpc/vigil/internal/metric"
 )
 
@@ -125,6 +127,36 @@ func (t *tap) SetUp(node string, ts time.Time, up bool) error {
 // Gap is not forwarded: the stale markers it writes are the store's
 // business, and destinations see the node's up=0 instead.
 func (t *tap) Gap(node string, from, to time.Time) error { return t.next.Gap(node, from, to) }
+
+// Labeled is one series' samples as received with its own label set
+// (remote write in), for forwarding.
+type Labeled struct {
+	Labels labels.Labels
+	T      []int64
+	V      []float64
+}
+
+// AddLabeled queues samples the store accepted from remote write in, so
+// that what outside agents send reaches the destinations too.
+func (w *Writer) AddLabeled(series []Labeled) {
+	if len(w.queues) == 0 || len(series) == 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.scratch = w.scratch[:0]
+	for _, s := range series {
+		ls := appendLabelSet(nil, s.Labels) // shared by this series' samples only
+		for i, t := range s.T {
+			w.scratch = append(w.scratch, sample{labels: ls, t: t, v: s.V[i]})
+		}
+	}
+	for _, q := range w.queues {
+		q.push(w.scratch)
+	}
+	clear(w.scratch)
+	w.scratch = w.scratch[:0]
+}
 
 // add queues one tick for every destination.
 func (w *Writer) add(node string, t int64, descs []*metric.Desc, values []float64) {

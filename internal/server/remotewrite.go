@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/prometheus/prompb"
 	"github.com/prometheus/prometheus/storage"
 
+	"github.com/vigil-hpc/vigil/internal/remotewrite"
 	"github.com/vigil-hpc/vigil/internal/store"
 )
 
@@ -32,6 +33,8 @@ const (
 type RemoteWrite struct {
 	store *store.Store
 	log   *slog.Logger
+	// forward, if set, gets what the store accepted (remote write out).
+	forward *remotewrite.Writer
 
 	samples, rejected atomic.Uint64
 }
@@ -138,6 +141,7 @@ func (rw *RemoteWrite) append(r *http.Request, req *prompb.WriteRequest) error {
 		firstBad error
 		bad      int
 		stored   int
+		forward  []remotewrite.Labeled
 	)
 	reject := func(err error) {
 		bad++
@@ -161,12 +165,16 @@ func (rw *RemoteWrite) append(r *http.Request, req *prompb.WriteRequest) error {
 			reject(fmt.Errorf("series %s: native histograms are not supported", lset))
 		}
 		var ref storage.SeriesRef
+		fwd := remotewrite.Labeled{Labels: lset}
 		for _, s := range ts.Samples {
 			nr, err := app.Append(ref, lset, s.Timestamp, s.Value)
 			switch {
 			case err == nil:
 				ref = nr
 				stored++
+				if rw.forward != nil {
+					fwd.T, fwd.V = append(fwd.T, s.Timestamp), append(fwd.V, s.Value)
+				}
 			case errors.Is(err, storage.ErrOutOfOrderSample), errors.Is(err, storage.ErrOutOfBounds),
 				errors.Is(err, storage.ErrTooOldSample), errors.Is(err, storage.ErrDuplicateSampleForTimestamp):
 				reject(fmt.Errorf("series %s at %d: %w", lset, s.Timestamp, err))
@@ -175,9 +183,15 @@ func (rw *RemoteWrite) append(r *http.Request, req *prompb.WriteRequest) error {
 				return fmt.Errorf("append %s: %w", lset, err)
 			}
 		}
+		if len(fwd.T) > 0 {
+			forward = append(forward, fwd)
+		}
 	}
 	if err := app.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
+	}
+	if rw.forward != nil {
+		rw.forward.AddLabeled(forward)
 	}
 	for _, md := range req.Metadata {
 		if md.MetricFamilyName == "" {
@@ -208,8 +222,12 @@ func validLabels(ls labels.Labels) error {
 	}
 	var err error
 	ls.Range(func(l labels.Label) {
-		if err == nil && (!model.UTF8Validation.IsValidLabelName(l.Name) || !model.LabelValue(l.Value).IsValid()) {
+		switch {
+		case err != nil:
+		case !model.UTF8Validation.IsValidLabelName(l.Name) || !model.LabelValue(l.Value).IsValid():
 			err = fmt.Errorf("invalid label %q=%q", l.Name, l.Value)
+		case l.Name == store.UnscaledLabel:
+			err = fmt.Errorf("label %q is reserved for the store", l.Name)
 		}
 	})
 	return err

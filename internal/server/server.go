@@ -91,6 +91,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		s.Close()
 		return nil, fmt.Errorf("remote_write: %w", err)
 	}
+	s.rw.forward = s.rwOut
 	s.mux.Handle("GET /api/v1/status/remote_write", s.rwOut.Handler())
 	s.api.Register(s.mux)
 	if cfg.SyslogUDP != "" || cfg.SyslogTCP != "" || cfg.SyslogTLS != "" {
@@ -173,12 +174,14 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 	if s.rollup != nil {
 		g.Go(func() error { return s.rollup.Run(gctx) })
 	}
+	if len(s.cfg.remoteWrite()) > 0 {
+		// Remote write out sends what the tree and remote write in stored.
+		g.Go(func() error { return s.rwOut.Run(gctx) })
+	}
 	if streamLn != nil {
-		// Remote write out taps the tree's ingest path (issue 4).
 		var ist ingest.Store = s.store
 		if len(s.cfg.remoteWrite()) > 0 {
 			ist = s.rwOut.Tap(s.store)
-			g.Go(func() error { return s.rwOut.Run(gctx) })
 		}
 		h := ingest.New(ist, s.cfg.Interval.D(), s.log)
 		g.Go(func() error { h.Run(gctx); return nil })

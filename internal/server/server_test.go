@@ -9,19 +9,23 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/golang/snappy"
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
 
 	"github.com/vigil-hpc/vigil/internal/metric"
 	"github.com/vigil-hpc/vigil/internal/query"
+	"github.com/vigil-hpc/vigil/internal/remotewrite"
 	"github.com/vigil-hpc/vigil/internal/wire"
 )
 
@@ -35,10 +39,13 @@ func startServer(t *testing.T) (*Server, string) {
 
 // startServerStream also listens for the tree's stream if stream is set
 // and returns that address.
-func startServerStream(t *testing.T, stream bool) (*Server, string, string) {
+func startServerStream(t *testing.T, stream bool, mods ...func(*Config)) (*Server, string, string) {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Data = t.TempDir()
+	for _, m := range mods {
+		m(&cfg)
+	}
 	s, err := New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -143,6 +150,67 @@ func TestRemoteWriteRoundTrip(t *testing.T) {
 	}
 }
 
+// TestRemoteWriteForwarded: what outside agents write in reaches the
+// remote-write destinations too, with its own labels; refused samples and
+// series do not.
+func TestRemoteWriteForwarded(t *testing.T) {
+	var mu sync.Mutex
+	var got []prompb.TimeSeries
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		raw, err := snappy.Decode(nil, body)
+		var wr prompb.WriteRequest
+		if err == nil {
+			err = wr.Unmarshal(raw)
+		}
+		if err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		mu.Lock()
+		got = append(got, wr.Timeseries...)
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer dest.Close()
+	_, srv, _ := startServerStream(t, false, func(c *Config) {
+		c.RemoteWrite = &[]remotewrite.Config{{URL: dest.URL, BatchSendDeadline: remotewrite.Duration(20 * time.Millisecond)}}
+	})
+	ms := float64(base.UnixMilli())
+	req := &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{
+		series("node_cpu_seconds_total", []string{"cpu", "0", "mode", "user", "instance", "cn07:9100"}, [2]float64{ms, 12.34}, [2]float64{ms + 1000, 12.5}),
+		series("", []string{"job", "x"}, [2]float64{ms, 1}),
+	}}
+	if code, body := postWrite(t, srv, encodeWrite(t, req), "application/x-protobuf"); code != http.StatusBadRequest {
+		t.Fatalf("write with one bad series: %d %s", code, body)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n >= 2 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 2 {
+		t.Fatalf("forwarded %d series, want 2: %v", len(got), got)
+	}
+	want := `{__name__="node_cpu_seconds_total", cpu="0", instance="cn07:9100", mode="user"}`
+	for i, ts := range got {
+		var b labels.ScratchBuilder
+		for _, l := range ts.Labels {
+			b.Add(l.Name, l.Value)
+		}
+		if ls := b.Labels().String(); ls != want || len(ts.Samples) != 1 || ts.Samples[0].Value != []float64{12.34, 12.5}[i] {
+			t.Errorf("forwarded %d: %s %v", i, ls, ts.Samples)
+		}
+	}
+}
+
 func TestRemoteWriteErrors(t *testing.T) {
 	s, srv := startServer(t)
 	ms := float64(base.UnixMilli())
@@ -166,6 +234,8 @@ func TestRemoteWriteErrors(t *testing.T) {
 			series("b", []string{"x", "1", "x", "2"}, [2]float64{ms, 1})}}), 400, `duplicate label "x"`},
 		{"out of order", "application/x-protobuf", encodeWrite(t, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{
 			series("a", nil, [2]float64{ms, 9}), series("c", nil, [2]float64{ms, 3})}}), 400, "out of order"},
+		{"store's own label", "application/x-protobuf", encodeWrite(t, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{
+			series("node_load1", []string{"__vigil_unscaled__", "1"}, [2]float64{ms, 1})}}), 400, "reserved"},
 	} {
 		code, body := postWrite(t, srv, tc.body, tc.ct)
 		if code != tc.code || !strings.Contains(body, tc.want) {
@@ -177,8 +247,8 @@ func TestRemoteWriteErrors(t *testing.T) {
 	if got := getJSON(t, srv+"/api/v1/query?time="+at+"&query=c"); !strings.Contains(got, `"value":[`+at+`,"3"]`) {
 		t.Errorf("series c after partial rejection: %s", got)
 	}
-	if stored, rejected := s.rw.Stats(); stored != 2 || rejected != 3 {
-		t.Errorf("stats stored=%d rejected=%d, want 2 and 3", stored, rejected)
+	if stored, rejected := s.rw.Stats(); stored != 2 || rejected != 4 {
+		t.Errorf("stats stored=%d rejected=%d, want 2 and 4", stored, rejected)
 	}
 }
 
