@@ -53,6 +53,8 @@ import (
 	"github.com/prometheus/prometheus/prompb"
 	"github.com/prometheus/prometheus/storage"
 
+	"github.com/prometheus/prometheus/tsdb"
+
 	"github.com/vigil-hpc/vigil/internal/metric"
 	"github.com/vigil-hpc/vigil/internal/query"
 	"github.com/vigil-hpc/vigil/internal/simulate"
@@ -660,6 +662,67 @@ func bytesPerSample(o options, dir string) error {
 			return err
 		}
 	}
+	return bytesPlainTSDB(d, filepath.Join(dir, "plain"))
+}
+
+// bytesPlainTSDB is the peer: the same data appended as it is to a
+// Prometheus TSDB with its default options (120 samples a chunk, no
+// integer scaling), as Prometheus itself would store it.
+func bytesPlainTSDB(d *dataset, dir string) error {
+	db, err := tsdb.Open(dir, slog.New(slog.DiscardHandler), nil, tsdb.DefaultOptions(), nil)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	type key struct {
+		node int
+		desc *metric.Desc
+	}
+	lsets := map[key]labels.Labels{}
+	for k := range d.ticks {
+		ts := d.time(k).UnixMilli()
+		for n, tk := range d.ticks[k] {
+			app := db.Appender(context.Background())
+			for i, desc := range tk.descs {
+				ls, ok := lsets[key{n, desc}]
+				if !ok {
+					b := labels.NewBuilder(labels.FromStrings(labels.MetricName, desc.Name, store.NodeLabel, d.names[n]))
+					for _, l := range desc.Labels {
+						b.Set(l.Name, l.Value)
+					}
+					ls = b.Labels()
+					lsets[key{n, desc}] = ls
+				}
+				if _, err := app.Append(0, ls, ts, tk.values[i]); err != nil {
+					_ = app.Rollback()
+					return err
+				}
+			}
+			if err := app.Commit(); err != nil {
+				return err
+			}
+		}
+	}
+	h := db.Head()
+	if err := db.CompactHead(tsdb.NewRangeHead(h, h.MinTime(), h.MaxTime())); err != nil {
+		return err
+	}
+	var samples uint64
+	var total, chunkBytes int64
+	for _, b := range db.Blocks() {
+		samples += b.Meta().Stats.NumSamples
+		total += b.Size()
+		cb, err := dirSize(filepath.Join(b.Dir(), "chunks"))
+		if err != nil {
+			return err
+		}
+		chunkBytes += cb
+	}
+	if samples == 0 {
+		return errors.New("plain TSDB: no block written")
+	}
+	fmt.Printf("-- peer, Prometheus TSDB defaults (120 samples a chunk, values as they are): %d samples\n", samples)
+	fmt.Printf("bytes/sample: chunk files %.3f, whole block (with index) %.3f\n", float64(chunkBytes)/float64(samples), float64(total)/float64(samples))
 	return nil
 }
 
