@@ -1,15 +1,20 @@
-// Command samplercost measures, side by side in one run, the CPU time and
-// memory the vigil node sampler spends per tick and what Debian's
-// prometheus-node-exporter spends per scrape for the same collectors.
+// Command samplercost measures, side by side in one window, the CPU time
+// the vigil node sampler spends per tick, what Debian's
+// prometheus-node-exporter spends per scrape for the same collectors, and
+// the read floor: bench/readfloor/readfloor.c, a C program that wakes at the
+// same instants and makes only the syscalls the sampler's plugins make,
+// without parsing.
 //
-//	go run ./bench/samplercost --vigil bin/vigil-sampler --duration 30s
+//	go run ./bench/samplercost --vigil bin/vigil-sampler --duration 20s --runs 3
 //
-// CPU time comes from /proc/<pid>/schedstat (nanoseconds on CPU), so the
-// figures are not limited to clock-tick resolution.
+// CPU time comes from /proc/<pid>/task/*/schedstat (nanoseconds on CPU), so
+// the figures are not limited to clock-tick resolution; wake-ups are the
+// voluntary context switches of all threads.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -17,133 +22,306 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 )
 
 func main() {
-	var (
-		vigilBin = flag.String("vigil", "bin/vigil-sampler", "vigil sampler binary")
-		neBin    = flag.String("node-exporter", "/usr/bin/prometheus-node-exporter", "node_exporter binary (empty to skip)")
-		duration = flag.Duration("duration", 30*time.Second, "measurement time per run")
-		interval = flag.Duration("interval", 100*time.Millisecond, "sampling and scrape interval")
-		plugins  = flag.String("plugins", "cpu,memory,vmstat,load,netdev,diskstats,filesystem,self", "vigil plugins")
-		root     = flag.String("root", "/", "root of /proc and /sys for both")
-	)
+	var c config
+	flag.StringVar(&c.vigilBin, "vigil", "bin/vigil-sampler", "vigil sampler binary")
+	flag.StringVar(&c.neBin, "node-exporter", "/usr/bin/prometheus-node-exporter", "node_exporter binary (empty to skip)")
+	flag.StringVar(&c.floorSrc, "floor", "bench/readfloor/readfloor.c", "C source of the read floor, built with --cc (empty to skip)")
+	flag.StringVar(&c.cc, "cc", "gcc", "C compiler for the read floor")
+	flag.DurationVar(&c.duration, "duration", 30*time.Second, "measurement time per run")
+	flag.DurationVar(&c.interval, "interval", 100*time.Millisecond, "sampling and scrape interval")
+	flag.StringVar(&c.plugins, "plugins", "cpu,memory,vmstat,load,netdev,diskstats,filesystem,self", "vigil plugins")
+	flag.StringVar(&c.root, "root", "/", "root of /proc and /sys for all three")
+	flag.IntVar(&c.runs, "runs", 1, "runs; more than one also prints medians")
 	flag.Parse()
-	if err := run(*vigilBin, *neBin, *plugins, *root, *duration, *interval); err != nil {
+	if err := c.run(); err != nil {
 		fmt.Fprintln(os.Stderr, "samplercost:", err)
 		os.Exit(1)
 	}
 }
 
-type result struct {
-	name     string
-	cpu      time.Duration
-	rounds   int
-	values   int
-	rssBytes int64
+type config struct {
+	vigilBin, neBin, floorSrc, cc, plugins, root string
+	duration, interval                           time.Duration
+	runs                                         int
+	floorBin                                     string // built from floorSrc
 }
 
-func run(vigilBin, neBin, plugins, root string, d, iv time.Duration) error {
-	// Both daemons run at the same time and are measured over the same
-	// window, so load from elsewhere on the machine hits both alike.
-	vaddr, err := freeAddr()
-	if err != nil {
-		return err
-	}
-	daemons := []*daemon{{name: "vigil sampler", addr: vaddr, bin: vigilBin,
-		args: []string{"--interval", iv.String(), "--plugins", plugins, "--root", root, "--listen", vaddr, "--log-level", "warn"}}}
-	if neBin != "" {
-		naddr, _ := freeAddr()
-		daemons = append(daemons, &daemon{name: "prometheus-node-exporter", addr: naddr, bin: neBin, scraped: true,
-			args: []string{"--collector.disable-defaults", "--collector.cpu", "--collector.meminfo", "--collector.vmstat",
-				"--collector.loadavg", "--collector.netdev", "--collector.diskstats", "--collector.filesystem", "--collector.stat",
-				"--path.procfs=" + strings.TrimSuffix(root, "/") + "/proc", "--path.sysfs=" + strings.TrimSuffix(root, "/") + "/sys",
-				"--web.listen-address=" + naddr, "--log.level=warn"}})
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	for _, dm := range daemons {
-		if err := dm.start(ctx); err != nil {
-			return err
-		}
-		defer dm.cmd.Wait()
-	}
-	defer cancel()
-	time.Sleep(time.Second) // warm up
-	for _, dm := range daemons {
-		if dm.c0, err = cpuNanos(dm.cmd.Process.Pid); err != nil {
-			return err
-		}
-	}
-	start := time.Now()
-	t := time.NewTicker(iv)
-	rounds := 0
-	for time.Since(start) < d {
-		<-t.C
-		for _, dm := range daemons {
-			if dm.scraped {
-				if _, err := get("http://" + dm.addr + "/metrics"); err != nil {
-					return err
-				}
-			}
-		}
-		rounds++
-	}
-	t.Stop()
-	elapsed := time.Since(start)
-	fmt.Printf("interval %s, %s window, both daemons running at once\n\n", iv, elapsed.Round(time.Millisecond))
-	fmt.Println("| daemon | values | rounds | CPU per round | % of one core | RSS |")
-	fmt.Println("|---|---|---|---|---|---|")
-	var per []float64
-	for _, dm := range daemons {
-		c1, err := cpuNanos(dm.cmd.Process.Pid)
+// result is one process's figures over one window.
+type result struct {
+	perTick, wakeups float64 // CPU ns and voluntary switches per tick or scrape
+}
+
+func (c *config) run() error {
+	if c.floorSrc != "" {
+		dir, err := os.MkdirTemp("", "readfloor")
 		if err != nil {
 			return err
 		}
-		cpu := float64(c1 - dm.c0)
-		n := rounds
-		if !dm.scraped {
-			n = int(elapsed / iv) // the sampler's own ticks
+		defer os.RemoveAll(dir)
+		c.floorBin = filepath.Join(dir, "readfloor")
+		if out, err := exec.Command(c.cc, "-O2", "-o", c.floorBin, c.floorSrc).CombinedOutput(); err != nil {
+			return fmt.Errorf("build %s: %w\n%s", c.floorSrc, err, out)
 		}
-		rss, _ := rss(dm.cmd.Process.Pid)
-		values := 0
-		if b, err := get("http://" + dm.addr + "/metrics"); err == nil {
-			values = countValues(b)
-		}
-		per = append(per, cpu/float64(max(n, 1)))
-		fmt.Printf("| %s | %d | %d | %.1f µs | %.3f %% | %.1f MiB |\n", dm.name, values, n,
-			cpu/float64(max(n, 1))/1e3, 100*cpu/float64(elapsed), float64(rss)/(1<<20))
 	}
-	if len(per) == 2 {
-		fmt.Printf("\nvigil CPU per tick / node_exporter CPU per scrape = %.3f\n", per[0]/per[1])
+	all := map[string][]result{}
+	var order []string
+	for i := 1; i <= c.runs; i++ {
+		fmt.Printf("## run %d of %d\n\n", i, c.runs)
+		res, err := c.once()
+		if err != nil {
+			return err
+		}
+		for _, r := range res {
+			if _, ok := all[r.name]; !ok {
+				order = append(order, r.name)
+			}
+			all[r.name] = append(all[r.name], r.result)
+		}
+		fmt.Println()
+	}
+	if c.runs < 2 {
+		return nil
+	}
+	fmt.Printf("## medians of %d runs\n\n| process | CPU per tick | %% of one core | wake-ups per tick |\n|---|---|---|---|\n", c.runs)
+	med := map[string]float64{}
+	for _, n := range order {
+		var cpu, wk []float64
+		for _, r := range all[n] {
+			cpu = append(cpu, r.perTick)
+			wk = append(wk, r.wakeups)
+		}
+		med[n] = median(cpu)
+		fmt.Printf("| %s | %.1f µs | %.3f %% | %.2f |\n", n, med[n]/1e3, 100*med[n]/float64(c.interval), median(wk))
+	}
+	// Ratios of medians, and the median of the per-run ratios (same window).
+	for _, peer := range []string{floorName, neName} {
+		if _, ok := all[peer]; !ok {
+			continue
+		}
+		var rs []float64
+		for i := range all[vigilName] {
+			rs = append(rs, all[vigilName][i].perTick/all[peer][i].perTick)
+		}
+		fmt.Printf("\nvigil / %s: median of per-run ratios %.3f (runs: %s)\n", peer, median(rs), fmtList(rs))
 	}
 	return nil
 }
 
-type daemon struct {
+const (
+	vigilName = "vigil sampler"
+	neName    = "prometheus-node-exporter"
+	floorName = "read floor (C)"
+)
+
+type named struct {
+	name string
+	result
+}
+
+// once starts the processes, measures them over one window and prints a table.
+func (c *config) once() ([]named, error) {
+	root := strings.TrimSuffix(c.root, "/")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	vaddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	procs := []*proc{{name: vigilName, addr: vaddr, bin: c.vigilBin,
+		args: []string{"--interval", c.interval.String(), "--plugins", c.plugins, "--root", c.root, "--listen", vaddr, "--log-level", "warn"}}}
+	if c.neBin != "" {
+		naddr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		procs = append(procs, &proc{name: neName, addr: naddr, bin: c.neBin, scraped: true,
+			args: []string{"--collector.disable-defaults", "--collector.cpu", "--collector.meminfo", "--collector.vmstat",
+				"--collector.loadavg", "--collector.netdev", "--collector.diskstats", "--collector.filesystem", "--collector.stat",
+				"--path.procfs=" + root + "/proc", "--path.sysfs=" + root + "/sys",
+				"--web.listen-address=" + naddr, "--log.level=warn"}})
+	}
+	for _, p := range procs {
+		if err := p.start(ctx); err != nil {
+			return nil, err
+		}
+		defer p.cmd.Wait()
+	}
+	if c.floorBin != "" {
+		args, err := c.floorArgs(vaddr)
+		if err != nil {
+			return nil, err
+		}
+		fl := &proc{name: floorName, bin: c.floorBin, args: args}
+		if err := fl.start(ctx); err != nil {
+			return nil, err
+		}
+		defer fl.cmd.Wait()
+		procs = append(procs, fl)
+	}
+	defer cancel()
+	time.Sleep(time.Second) // warm up
+	for _, p := range procs {
+		if p.c0, p.v0, err = taskStats(p.cmd.Process.Pid); err != nil {
+			return nil, fmt.Errorf("%s: %w", p.name, err)
+		}
+	}
+	// Both daemons and the floor are measured over the same window, so load
+	// from elsewhere on the machine hits all of them alike.
+	start := time.Now()
+	t := time.NewTicker(c.interval)
+	scrapes := 0
+	for time.Since(start) < c.duration {
+		<-t.C
+		for _, p := range procs {
+			if p.scraped {
+				if _, err := get("http://" + p.addr + "/metrics"); err != nil {
+					return nil, err
+				}
+			}
+		}
+		scrapes++
+	}
+	t.Stop()
+	elapsed := time.Since(start)
+	fmt.Printf("interval %s, %s window, all running at once\n\n", c.interval, elapsed.Round(time.Millisecond))
+	fmt.Println("| process | values | ticks | CPU per tick | % of one core | wake-ups per tick | RSS |")
+	fmt.Println("|---|---|---|---|---|---|---|")
+	var out []named
+	for _, p := range procs {
+		c1, v1, err := taskStats(p.cmd.Process.Pid)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p.name, err)
+		}
+		n := scrapes
+		if !p.scraped {
+			n = int(elapsed / c.interval) // its own ticks
+		}
+		n = max(n, 1)
+		r := result{perTick: float64(c1-p.c0) / float64(n), wakeups: float64(v1-p.v0) / float64(n)}
+		rss, _ := rss(p.cmd.Process.Pid)
+		values := "-"
+		if p.addr != "" {
+			if b, err := get("http://" + p.addr + "/metrics"); err == nil {
+				values = strconv.Itoa(countValues(b))
+			}
+		}
+		fmt.Printf("| %s | %s | %d | %.1f µs | %.3f %% | %.2f | %.1f MiB |\n", p.name, values, n,
+			r.perTick/1e3, 100*float64(c1-p.c0)/float64(elapsed), r.wakeups, float64(rss)/(1<<20))
+		out = append(out, named{p.name, r})
+	}
+	fmt.Println()
+	for _, o := range out[1:] {
+		fmt.Printf("vigil CPU per tick / %s = %.3f\n", o.name, out[0].perTick/o.perTick)
+	}
+	return out, nil
+}
+
+// floorArgs lists what the sampler's plugins read each tick on this
+// machine. The mounts are the ones the running sampler reports.
+func (c *config) floorArgs(vigilAddr string) ([]string, error) {
+	root := strings.TrimSuffix(c.root, "/")
+	args := []string{"-i", strconv.FormatInt(int64(c.interval), 10)}
+	for _, p := range strings.Split(c.plugins, ",") {
+		switch p = strings.TrimSpace(p); p {
+		case "cpu":
+			args = append(args, "-r", root+"/proc/stat")
+		case "memory":
+			args = append(args, "-r", root+"/proc/meminfo")
+		case "vmstat":
+			args = append(args, "-r", root+"/proc/vmstat")
+		case "load":
+			args = append(args, "-r", root+"/proc/loadavg")
+		case "netdev":
+			args = append(args, "-r", root+"/proc/net/dev")
+		case "diskstats":
+			args = append(args, "-r", root+"/proc/diskstats")
+		case "self":
+			// The floor's own statm and rusage, as the plugin reads the sampler's.
+			args = append(args, "-r", "/proc/self/statm", "-u")
+		case "filesystem":
+			// Mount table polled every tick and re-read every mount_refresh
+			// (10s by default); one statfs per reported mount.
+			mi := root + "/proc/1/mountinfo"
+			if f, err := os.Open(mi); err != nil {
+				mi = root + "/proc/self/mountinfo"
+			} else {
+				f.Close()
+			}
+			args = append(args, "-p", mi, "-k", strconv.FormatInt(int64(10*time.Second/c.interval), 10))
+			mps, err := mountpoints(vigilAddr)
+			if err != nil {
+				return nil, err
+			}
+			for _, mp := range mps {
+				args = append(args, "-s", root+mp)
+			}
+		default:
+			return nil, fmt.Errorf("the read floor has no model of plugin %q (run with --floor '')", p)
+		}
+	}
+	return args, nil
+}
+
+// mountpoints returns the mount points the sampler reports, waiting for
+// its first filesystem samples.
+func mountpoints(addr string) ([]string, error) {
+	const metric = "node_filesystem_device_error{"
+	for range 50 {
+		body, err := get("http://" + addr + "/metrics")
+		if err != nil {
+			return nil, err
+		}
+		var mps []string
+		for _, l := range strings.Split(body, "\n") {
+			if !strings.HasPrefix(l, metric) {
+				continue
+			}
+			_, rest, ok := strings.Cut(l, `mountpoint="`)
+			mp, _, ok2 := strings.Cut(rest, `"`)
+			if ok && ok2 && !slices.Contains(mps, mp) {
+				mps = append(mps, mp)
+			}
+		}
+		if len(mps) > 0 {
+			return mps, nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil, errors.New("the sampler reports no file systems")
+}
+
+type proc struct {
 	name, addr, bin string
 	args            []string
 	scraped         bool
 	cmd             *exec.Cmd
-	c0              int64
+	c0, v0          int64
 }
 
-func (dm *daemon) start(ctx context.Context) error {
-	dm.cmd = exec.CommandContext(ctx, dm.bin, dm.args...)
-	dm.cmd.Stderr = os.Stderr
-	if err := dm.cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", dm.bin, err)
+func (p *proc) start(ctx context.Context) error {
+	p.cmd = exec.CommandContext(ctx, p.bin, p.args...)
+	p.cmd.Stderr = os.Stderr
+	if err := p.cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", p.bin, err)
 	}
-	for i := 0; i < 100; i++ {
-		if b, err := get("http://" + dm.addr + "/metrics"); err == nil && len(b) > 0 {
+	if p.addr == "" {
+		return nil
+	}
+	for range 100 {
+		if b, err := get("http://" + p.addr + "/metrics"); err == nil && len(b) > 0 {
 			return nil
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Errorf("%s: no /metrics at %s", dm.name, dm.addr)
+	return fmt.Errorf("%s: no /metrics at %s", p.name, p.addr)
 }
 
 func get(url string) (string, error) {
@@ -170,32 +348,35 @@ func countValues(body string) int {
 	return n
 }
 
-func cpuNanos(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
+// taskStats sums CPU nanoseconds (schedstat) and voluntary context
+// switches over all threads of pid.
+func taskStats(pid int) (cpu, voluntary int64, err error) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 0, fmt.Errorf("empty schedstat")
-	}
-	// schedstat is per thread for the main thread only in /proc/pid; sum all tasks.
-	entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil {
-		return strconv.ParseInt(f[0], 10, 64)
-	}
-	var total int64
 	for _, e := range entries {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, e.Name()))
+		b, err := os.ReadFile(filepath.Join(dir, e.Name(), "schedstat"))
 		if err != nil {
-			continue
+			continue // the thread exited
 		}
 		if f := strings.Fields(string(b)); len(f) > 0 {
 			v, _ := strconv.ParseInt(f[0], 10, 64)
-			total += v
+			cpu += v
+		}
+		b, err = os.ReadFile(filepath.Join(dir, e.Name(), "status"))
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "voluntary_ctxt_switches:"); ok {
+				n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				voluntary += n
+			}
 		}
 	}
-	return total, nil
+	return cpu, voluntary, nil
 }
 
 func rss(pid int) (int64, error) {
@@ -220,4 +401,24 @@ func freeAddr() (string, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().String(), nil
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func fmtList(xs []float64) string {
+	var parts []string
+	for _, x := range xs {
+		parts = append(parts, strconv.FormatFloat(x, 'f', 3, 64))
+	}
+	return strings.Join(parts, ", ")
 }

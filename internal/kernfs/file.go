@@ -34,10 +34,21 @@ func (fs FS) Path(elem ...string) string {
 type File struct {
 	path string
 	f    *os.File
+	fd   int  // f's descriptor, for raw reads
+	raw  bool // NonBlocking and on procfs: read with a raw pread
 	buf  []byte
 	// Reopen forces open/close per read; needed for files whose content is
 	// fixed at open time (most /proc/<pid> files are fine either way).
 	Reopen bool
+	// NonBlocking is the caller's word that reading this file never waits
+	// (system-wide /proc files such as /proc/stat; not /proc/<pid>/cmdline,
+	// which waits for the target's memory map lock, nor /sys sensors).
+	// Such a file, if it is on procfs, is read with a raw pread that the Go
+	// scheduler does not see: a syscall it is told about wakes its sysmon
+	// thread, and at 10 Hz on a VM those wake-ups cost more than the reads
+	// (docs/benchmarks.md). A raw syscall that blocked would stall the
+	// whole daemon, hence the procfs check; fixtures read normally.
+	NonBlocking bool
 }
 
 // NewFile returns a File for path; nothing is opened until the first Read.
@@ -63,9 +74,21 @@ func (f *File) Read() ([]byte, error) {
 			return nil, err
 		}
 		f.f = fh
+		f.raw = false
+		if f.NonBlocking {
+			if sc, err := fh.SyscallConn(); err == nil {
+				_ = sc.Control(func(fd uintptr) { f.fd, f.raw = int(fd), onProcFS(int(fd)) })
+			}
+		}
 	}
 	for {
-		n, err := f.f.ReadAt(f.buf, 0)
+		var n int
+		var err error
+		if f.raw {
+			n, err = rawPread(f.fd, f.buf)
+		} else {
+			n, err = f.f.ReadAt(f.buf, 0)
+		}
 		if err != nil && !errors.Is(err, io.EOF) {
 			f.Close()
 			return nil, fmt.Errorf("read %s: %w", f.path, err)

@@ -59,6 +59,8 @@ type Scheduler struct {
 	stats  *Stats
 	log    *slog.Logger
 	sink   Sink
+	// kernelTimer: wait for ticks on a kernel timer (UseKernelTimer).
+	kernelTimer bool
 }
 
 type member struct {
@@ -137,15 +139,34 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	return nil
 }
 
+// UseKernelTimer makes Run wait for ticks on a kernel timer (timerfd) where
+// the platform has one, instead of a Go timer: fewer thread wake-ups per
+// tick (see kernelTimer). Tests on the fake clock of testing/synctest keep
+// the Go timer. Call it before Run.
+func (s *Scheduler) UseKernelTimer() { s.kernelTimer = true }
+
 func (s *Scheduler) runGroup(ctx context.Context, g *group) {
+	var w waiter = newGoTimer()
+	if s.kernelTimer {
+		w = newWaiter(ctx)
+	}
+	defer func() { _ = w.close() }()
 	next := NextTick(time.Now(), g.interval, g.offset)
-	timer := time.NewTimer(time.Until(next))
-	defer timer.Stop()
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
+		if err := w.wait(ctx, next); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			// Only the kernel timer can fail; the Go timer cannot.
+			s.log.Warn("tick timer failed; going on with a Go timer", "err", err)
+			_ = w.close()
+			w = newGoTimer()
+			continue
+		}
+		if now := time.Now(); now.Before(next) {
+			// Woken before the tick: the wall clock was set back.
+			next = NextTick(now, g.interval, g.offset)
+			continue
 		}
 		s.tick(ctx, g, next)
 		// Recompute from the wall clock so there is no drift; ticks that
@@ -155,7 +176,6 @@ func (s *Scheduler) runGroup(ctx context.Context, g *group) {
 			s.stats.Overruns.Add(uint64(missed))
 		}
 		next = after
-		timer.Reset(time.Until(next))
 	}
 }
 

@@ -266,6 +266,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	s.UseKernelTimer()
 	log.Info("sampler starting", "version", buildinfo.Version, "node", o.Node, "root", kernfs.NewFS(o.Root).Root,
 		"interval", o.Interval, "plugins", strings.Join(o.Plugins, ","), "listen", o.Listen,
 		"upstream", strings.Join(o.Upstream, ","))

@@ -61,6 +61,7 @@ type CPU struct {
 // Init resolves /proc/stat under the root; the file is opened on first Sample.
 func (c *CPU) Init(env sampler.Env) error {
 	c.file = kernfs.NewFile(env.FS.Path("proc", "stat"), 8192)
+	c.file.NonBlocking = true // a system-wide /proc file: raw reads (kernfs.File)
 	c.scalars = [...]*metric.Desc{
 		metric.NewDesc("node_boot_time_seconds", "Node boot time, in unixtime.", metric.Gauge),
 		metric.NewDesc("node_context_switches_total", "Total number of context switches.", metric.Counter),

@@ -134,6 +134,7 @@ func (d *Diskstats) Init(env sampler.Env) error {
 	}
 	d.include, d.exclude, _ = d.cfg.compile()
 	d.file = kernfs.NewFile(env.FS.Path("proc", "diskstats"), 8192)
+	d.file.NonBlocking = true // a system-wide /proc file: raw reads (kernfs.File)
 	d.devices = make(map[string]*device)
 	return nil
 }

@@ -26,6 +26,9 @@ var sampleConfig string
 const (
 	DefaultMountPointsExclude = `^/(dev|proc|run/credentials/.+|sys|var/lib/docker/.+|var/lib/containers/storage/.+)($|/)`
 	DefaultFSTypesExclude     = `^(autofs|binfmt_misc|bpf|cgroup2?|configfs|debugfs|devpts|devtmpfs|fusectl|hugetlbfs|iso9660|mqueue|nsfs|overlay|proc|procfs|pstore|rpc_pipefs|securityfs|selinuxfs|squashfs|sysfs|tracefs)$`
+	// DefaultInlineFSTypes are local and in-memory file systems whose statfs
+	// only reads counters kept in memory.
+	DefaultInlineFSTypes = `^(devtmpfs|ext[234]|ramfs|tmpfs|xfs)$`
 )
 
 func init() {
@@ -37,6 +40,7 @@ func init() {
 			return &Config{
 				MountPointsExclude: DefaultMountPointsExclude,
 				FSTypesExclude:     DefaultFSTypesExclude,
+				InlineFSTypes:      DefaultInlineFSTypes,
 				MountRefresh:       sampler.Duration(10 * time.Second),
 				StatTimeout:        sampler.Duration(500 * time.Millisecond),
 				MaxMounts:          1024,
@@ -61,11 +65,15 @@ type Config struct {
 	StatTimeout sampler.Duration `toml:"stat_timeout"`
 	// MaxMounts bounds the mounts reported (and statfs goroutines kept).
 	MaxMounts int `toml:"max_mounts"`
+	// InlineFSTypes are file system types whose statfs is called on the
+	// tick itself, without a worker and stat_timeout, when the mount and
+	// every mount above it match (see inlineSafe); empty: none.
+	InlineFSTypes string `toml:"inline_fs_types"`
 }
 
 // Validate compiles the expressions and checks the durations.
 func (c *Config) Validate() error {
-	if _, _, err := c.compile(); err != nil {
+	if _, _, _, err := c.compile(); err != nil {
 		return err
 	}
 	switch {
@@ -81,18 +89,23 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-func (c *Config) compile() (mp, fs *regexp.Regexp, err error) {
-	if c.MountPointsExclude != "" {
-		if mp, err = regexp.Compile(c.MountPointsExclude); err != nil {
-			return nil, nil, fmt.Errorf("mount_points_exclude: %w", err)
+func (c *Config) compile() (mp, fs, inline *regexp.Regexp, err error) {
+	for _, e := range []struct {
+		key, expr string
+		re        **regexp.Regexp
+	}{
+		{"mount_points_exclude", c.MountPointsExclude, &mp},
+		{"fs_types_exclude", c.FSTypesExclude, &fs},
+		{"inline_fs_types", c.InlineFSTypes, &inline},
+	} {
+		if e.expr == "" {
+			continue
+		}
+		if *e.re, err = regexp.Compile(e.expr); err != nil {
+			return nil, nil, nil, fmt.Errorf("%s: %w", e.key, err)
 		}
 	}
-	if c.FSTypesExclude != "" {
-		if fs, err = regexp.Compile(c.FSTypesExclude); err != nil {
-			return nil, nil, fmt.Errorf("fs_types_exclude: %w", err)
-		}
-	}
-	return mp, fs, nil
+	return mp, fs, inline, nil
 }
 
 // StatfsFunc is the statfs(2) call; a field of the plugin so tests can
@@ -107,6 +120,7 @@ type Filesystem struct {
 	root   kernfs.FS
 
 	mpExclude, fsExclude *regexp.Regexp
+	inline               *regexp.Regexp // nil: every statfs goes through a worker
 
 	file        *kernfs.File // the mountinfo file
 	watch       watcher      // notices mount table changes between refreshes
@@ -133,6 +147,7 @@ type mount struct {
 	cpath    []byte // path NUL-terminated, built once so a tick allocates nothing
 	key      string
 	readOnly bool
+	inline   bool // statfs cannot block: called on the tick (inlineSafe)
 	descs    [numSeries]*metric.Desc
 	gen      uint64 // table generation that last listed the mount
 	busy     bool   // a statfs call is outstanding
@@ -179,7 +194,7 @@ func (f *Filesystem) Init(env sampler.Env) error {
 	if err := f.cfg.Validate(); err != nil {
 		return err
 	}
-	f.mpExclude, f.fsExclude, _ = f.cfg.compile()
+	f.mpExclude, f.fsExclude, f.inline, _ = f.cfg.compile()
 	f.log = env.Logger
 	if f.log == nil {
 		f.log = slog.New(slog.DiscardHandler)
@@ -279,6 +294,10 @@ func (f *Filesystem) collect(ctx context.Context) {
 		if m.busy {
 			continue
 		}
+		if m.inline {
+			m.err = statfsNoBlock(m.cpath, &m.st)
+			continue
+		}
 		m.busy, m.sent = true, f.tick
 		m.req <- struct{}{} // never blocks: the worker took the previous request
 		pending++
@@ -357,10 +376,13 @@ func (f *Filesystem) refresh() error {
 	f.gen++
 	f.mounts = f.mounts[:0]
 	seen := make(map[string]bool)
+	table := make(map[uint64]mountRef) // every mount, reported or not
+	ids := make(map[*mount]uint64)
 	var tableErr error
 	perr := ParseMountinfo(data, func(mi Mountinfo) {
 		mp := string(Unescape(nil, mi.MountPoint))
 		fstype := string(Unescape(nil, mi.FSType))
+		table[mi.ID] = mountRef{fstype: fstype, parent: mi.Parent}
 		if f.mpExclude != nil && f.mpExclude.MatchString(mp) || f.fsExclude != nil && f.fsExclude.MatchString(fstype) {
 			return
 		}
@@ -388,8 +410,15 @@ func (f *Filesystem) refresh() error {
 		}
 		m.readOnly = mi.ReadOnly
 		m.gen = f.gen
+		ids[m] = mi.ID
 		f.mounts = append(f.mounts, m)
 	})
+	// Only the real statfs on the real root: a fake one (tests) may hang on
+	// purpose, and under another root the path crosses mounts not in table.
+	canInline := f.inline != nil && f.statfs == nil && f.root.Root == "/"
+	for _, m := range f.mounts {
+		m.inline = canInline && inlineSafe(ids[m], table, f.inline)
+	}
 	for key, m := range f.byKey {
 		if m.gen != f.gen && !m.busy { // busy ones go when their call returns
 			delete(f.byKey, key)
@@ -401,4 +430,29 @@ func (f *Filesystem) refresh() error {
 	}
 	f.tableErr = tableErr
 	return nil
+}
+
+// mountRef is what inlineSafe needs of a mount table entry.
+type mountRef struct {
+	fstype string
+	parent uint64
+}
+
+// inlineSafe reports whether statfs on mount id can run on the tick: the
+// type of the mount and of every mount it sits under (the path walk
+// crosses them) match re. A mount point's dentry and all its ancestors are
+// pinned in the dentry cache, so on local and in-memory file systems the
+// walk and the call only read memory: no device or server to wait for.
+func inlineSafe(id uint64, table map[uint64]mountRef, re *regexp.Regexp) bool {
+	for range len(table) { // bounded: a corrupt table may hold a cycle
+		r, ok := table[id]
+		if !ok || !re.MatchString(r.fstype) {
+			return false
+		}
+		if _, ok := table[r.parent]; !ok || r.parent == id {
+			return true // the namespace's root mount
+		}
+		id = r.parent
+	}
+	return false
 }

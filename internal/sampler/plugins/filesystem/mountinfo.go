@@ -11,6 +11,7 @@ import (
 // The byte slices point into the parsed data and are still escaped (see
 // Unescape).
 type Mountinfo struct {
+	ID, Parent uint64 // mount IDs of this mount and the one it sits on
 	MountPoint []byte
 	FSType     []byte
 	Source     []byte
@@ -59,11 +60,15 @@ func parseLine(line []byte, mi *Mountinfo) error {
 			return fmt.Errorf("%d fields before the optional ones, want %d", i, len(f))
 		}
 	}
-	for _, id := range f[:2] {
-		if _, err := kernfs.ParseUint(id); err != nil {
+	var ids [2]uint64
+	for i, id := range f[:2] {
+		v, err := kernfs.ParseUint(id)
+		if err != nil {
 			return fmt.Errorf("mount id %q: %w", id, err)
 		}
+		ids[i] = v
 	}
+	mi.ID, mi.Parent = ids[0], ids[1]
 	if _, _, ok := kernfs.Cut(f[2], ':'); !ok {
 		return fmt.Errorf("device number %q: want major:minor", f[2])
 	}

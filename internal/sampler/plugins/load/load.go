@@ -34,6 +34,7 @@ type Load struct {
 // Init opens nothing yet; it resolves the file under the root.
 func (l *Load) Init(env sampler.Env) error {
 	l.file = kernfs.NewFile(env.FS.Path("proc", "loadavg"), 256)
+	l.file.NonBlocking = true // a system-wide /proc file: raw reads (kernfs.File)
 	l.descs = [3]*metric.Desc{
 		metric.NewDesc("node_load1", "1m load average.", metric.Gauge),
 		metric.NewDesc("node_load5", "5m load average.", metric.Gauge),

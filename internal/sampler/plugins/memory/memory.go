@@ -44,12 +44,22 @@ type Memory struct {
 	// byMetric maps metric names to the same series, so two spellings that
 	// rewrite to one name (Active(anon), Active_anon) share one series.
 	byMetric map[string]*series
-	tick     uint64
+	// last holds the series of each line of the previous read: the kernel
+	// writes the fields in a fixed order, so comparing the name at the same
+	// line is enough most ticks, cheaper than a map lookup per field.
+	last []lineSeries
+	tick uint64
+}
+
+type lineSeries struct {
+	name string
+	s    *series
 }
 
 // Init resolves /proc/meminfo under the root; it is opened on first Sample.
 func (m *Memory) Init(env sampler.Env) error {
 	m.file = kernfs.NewFile(env.FS.Path("proc", "meminfo"), 4096)
+	m.file.NonBlocking = true // a system-wide /proc file: raw reads (kernfs.File)
 	m.byName = map[string]*series{}
 	m.byMetric = map[string]*series{}
 	return nil
@@ -65,13 +75,19 @@ func (m *Memory) Sample(_ context.Context, _ time.Time, b *metric.Batch) error {
 	var perr error
 	m.fields, perr = Parse(data, m.fields)
 	m.tick++
-	for _, f := range m.fields {
-		s, ok := m.byName[string(f.Name)]
-		if !ok {
-			if s, err = m.newSeries(f); err != nil {
-				perr = firstErr(perr, err)
-				continue
+	for i, f := range m.fields {
+		var s *series
+		if i < len(m.last) && m.last[i].s != nil && m.last[i].name == string(f.Name) {
+			s = m.last[i].s
+		} else {
+			var ok bool
+			if s, ok = m.byName[string(f.Name)]; !ok {
+				if s, err = m.newSeries(f); err != nil {
+					perr = firstErr(perr, err)
+					continue
+				}
 			}
+			m.remember(i, s, f.Name)
 		}
 		switch {
 		case s.kB != f.KB:
@@ -91,6 +107,14 @@ func (m *Memory) Sample(_ context.Context, _ time.Time, b *metric.Batch) error {
 		return fmt.Errorf("%s: %w", m.file.Path(), perr)
 	}
 	return nil
+}
+
+// remember records s as the series of line i.
+func (m *Memory) remember(i int, s *series, name []byte) {
+	for len(m.last) <= i {
+		m.last = append(m.last, lineSeries{})
+	}
+	m.last[i] = lineSeries{name: string(name), s: s}
 }
 
 // newSeries creates the series of a field seen for the first time.

@@ -235,3 +235,20 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// Lines that move between reads keep their names: the per-line cache of
+// the previous read must not attach a value to the series of another line.
+func TestLinesMove(t *testing.T) {
+	f := newFixture(t, "A: 1 kB\nB: 2\n")
+	for _, tc := range []struct{ in, want string }{
+		{"A: 1 kB\nB: 2\n", "node_memory_A_bytes 1024\nnode_memory_B 2\n"},
+		{"B: 3\nA: 4 kB\n", "node_memory_B 3\nnode_memory_A_bytes 4096\n"},
+		{"C(x): 5 kB\nA: 6 kB\nB: 7\n", "node_memory_C_x_bytes 5120\nnode_memory_A_bytes 6144\nnode_memory_B 7\n"},
+		{"A: 8 kB\nB: 9\n", "node_memory_A_bytes 8192\nnode_memory_B 9\n"},
+	} {
+		f.write(tc.in)
+		if got, err := f.sample(); err != nil || got != tc.want {
+			t.Errorf("read %q: got\n%swant\n%s(err %v)", tc.in, got, tc.want, err)
+		}
+	}
+}

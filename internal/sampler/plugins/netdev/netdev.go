@@ -93,6 +93,7 @@ func (n *Netdev) Init(env sampler.Env) error {
 		return err
 	}
 	n.file = kernfs.NewFile(env.FS.Path("proc", "net", "dev"), 8192)
+	n.file.NonBlocking = true // a system-wide /proc file: raw reads (kernfs.File)
 	n.devices = make(map[string]*device)
 	return nil
 }

@@ -53,6 +53,7 @@ type pluginSeries struct {
 func (s *Self) Init(env sampler.Env) error {
 	s.stats = env.Stats
 	s.statm = kernfs.NewFile(statmPath, 256)
+	s.statm.NonBlocking = true // our own statm takes no locks that can wait: raw reads (kernfs.File)
 	s.pageSize = float64(os.Getpagesize())
 	s.cpu = metric.NewDesc("vigil_sampler_cpu_seconds_total", "CPU time (user and system) used by the sampler.", metric.Counter)
 	s.rss = metric.NewDesc("vigil_sampler_resident_memory_bytes", "Resident memory of the sampler.", metric.Gauge)

@@ -67,7 +67,16 @@ type VMStat struct {
 	file   *kernfs.File
 	fields []Field
 	byName map[string]*series
-	tick   uint64
+	// last holds the series of each line of the previous read: the kernel
+	// writes the fields in a fixed order, so comparing the name at the same
+	// line is enough most ticks, cheaper than hashing ~190 names.
+	last []lineSeries
+	tick uint64
+}
+
+type lineSeries struct {
+	name string
+	s    *series
 }
 
 // Init validates the config and resolves /proc/vmstat under the root; the
@@ -77,6 +86,7 @@ func (v *VMStat) Init(env sampler.Env) error {
 		return err
 	}
 	v.file = kernfs.NewFile(env.FS.Path("proc", "vmstat"), 8192)
+	v.file.NonBlocking = true // a system-wide /proc file: raw reads (kernfs.File)
 	v.byName = map[string]*series{}
 	return nil
 }
@@ -91,13 +101,19 @@ func (v *VMStat) Sample(_ context.Context, _ time.Time, b *metric.Batch) error {
 	var perr error
 	v.fields, perr = Parse(data, v.fields)
 	v.tick++
-	for _, f := range v.fields {
-		s, ok := v.byName[string(f.Name)]
-		if !ok {
-			if s, err = v.newSeries(f.Name); err != nil {
-				perr = firstErr(perr, err)
-				continue
+	for i, f := range v.fields {
+		var s *series
+		if i < len(v.last) && v.last[i].s != nil && v.last[i].name == string(f.Name) {
+			s = v.last[i].s
+		} else {
+			var ok bool
+			if s, ok = v.byName[string(f.Name)]; !ok {
+				if s, err = v.newSeries(f.Name); err != nil {
+					perr = firstErr(perr, err)
+					continue
+				}
 			}
+			v.remember(i, s, f.Name)
 		}
 		if s.desc == nil {
 			continue
@@ -113,6 +129,14 @@ func (v *VMStat) Sample(_ context.Context, _ time.Time, b *metric.Batch) error {
 		return fmt.Errorf("%s: %w", v.file.Path(), perr)
 	}
 	return nil
+}
+
+// remember records s as the series of line i.
+func (v *VMStat) remember(i int, s *series, name []byte) {
+	for len(v.last) <= i {
+		v.last = append(v.last, lineSeries{})
+	}
+	v.last[i] = lineSeries{name: string(name), s: s}
 }
 
 // newSeries decides, once per field name, whether and how it is exported.

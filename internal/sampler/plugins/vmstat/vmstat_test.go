@@ -269,3 +269,20 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// Lines that move between reads keep their names: the per-line cache of
+// the previous read must not attach a value to the series of another line.
+func TestLinesMove(t *testing.T) {
+	f := newFixture(t, "a 1\nb 2\nc 3\n", nil)
+	for _, tc := range []struct{ in, want string }{
+		{"a 1\nb 2\nc 3\n", "node_vmstat_a untyped 1\nnode_vmstat_b untyped 2\nnode_vmstat_c untyped 3\n"},
+		{"c 4\na 5\nb 6\n", "node_vmstat_c untyped 4\nnode_vmstat_a untyped 5\nnode_vmstat_b untyped 6\n"},
+		{"a 7\nc 8\n", "node_vmstat_a untyped 7\nnode_vmstat_c untyped 8\n"},
+		{"a 9\nb 10\nc 11\n", "node_vmstat_a untyped 9\nnode_vmstat_b untyped 10\nnode_vmstat_c untyped 11\n"},
+	} {
+		f.write(tc.in)
+		if got, err := f.sample(); err != nil || got != tc.want {
+			t.Errorf("read %q: got\n%swant\n%s(err %v)", tc.in, got, tc.want, err)
+		}
+	}
+}

@@ -1,0 +1,103 @@
+//go:build ignore
+
+// readfloor is a measuring instrument for bench/samplercost, not part of
+// Vigil: the tool compiles it with gcc into a temporary directory at run time.
+//
+// It wakes on wall-clock multiples of an interval, like the sampler, and asks
+// the kernel for exactly what the sampler's plugins ask for, without parsing
+// anything: pread of each -r file into one buffer, a zero-timeout ppoll of
+// each -p file (re-read every -k ticks), statfs of each -s path and, with -u,
+// getrusage. Its CPU time per tick is the floor of any 10 Hz reader on the
+// machine; what vigil-sampler spends above it is Go and our parsing.
+//
+//	readfloor -i NANOSECONDS [-u] [-k TICKS] [-r FILE]... [-p FILE]... [-s PATH]...
+//
+// It runs until killed. (The go:build line keeps the go tool away from it.)
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/statfs.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { MAXN = 256 };
+
+static char buf[1 << 20]; /* one pread per file, as the sampler's grown buffers */
+
+static long long now_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static int open_or_die(const char *path) {
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		perror(path);
+		exit(1);
+	}
+	return fd;
+}
+
+int main(int argc, char **argv) {
+	long long iv = 0, every = 100;
+	int rusage = 0, nr = 0, np = 0, ns = 0, opt;
+	int rfd[MAXN];
+	struct pollfd pfd[MAXN];
+	const char *spath[MAXN];
+
+	while ((opt = getopt(argc, argv, "i:uk:r:p:s:")) != -1) {
+		if ((opt == 'r' && nr == MAXN) || (opt == 'p' && np == MAXN) || (opt == 's' && ns == MAXN)) {
+			fprintf(stderr, "readfloor: more than %d of -%c\n", MAXN, opt);
+			return 2;
+		}
+		switch (opt) {
+		case 'i': iv = atoll(optarg); break;
+		case 'u': rusage = 1; break;
+		case 'k': every = atoll(optarg); break;
+		case 'r': rfd[nr++] = open_or_die(optarg); break;
+		case 'p':
+			pfd[np].fd = open_or_die(optarg);
+			pfd[np++].events = POLLPRI;
+			break;
+		case 's': spath[ns++] = optarg; break;
+		default:
+			fprintf(stderr, "usage: readfloor -i NS [-u] [-k TICKS] [-r FILE]... [-p FILE]... [-s PATH]...\n");
+			return 2;
+		}
+	}
+	if (iv <= 0 || every <= 0) {
+		fprintf(stderr, "readfloor: -i and -k must be positive\n");
+		return 2;
+	}
+
+	long long next = (now_ns() / iv + 1) * iv;
+	for (long long tick = 0;; tick++) {
+		struct timespec ts = {next / 1000000000LL, next % 1000000000LL};
+		while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &ts, NULL) == EINTR)
+			;
+		for (int i = 0; i < nr; i++)
+			pread(rfd[i], buf, sizeof buf, 0);
+		if (np > 0) {
+			struct timespec zero = {0, 0};
+			ppoll(pfd, np, &zero, NULL);
+			if (tick % every == 0)
+				for (int i = 0; i < np; i++)
+					pread(pfd[i].fd, buf, sizeof buf, 0);
+		}
+		for (int i = 0; i < ns; i++) {
+			struct statfs st;
+			statfs(spath[i], &st);
+		}
+		if (rusage) {
+			struct rusage ru;
+			getrusage(RUSAGE_SELF, &ru);
+		}
+		/* Skip ticks that already passed, as the sampler does. */
+		next = (now_ns() / iv + 1) * iv;
+	}
+}
