@@ -408,7 +408,7 @@ func (c *Client) stream(ctx context.Context, conn net.Conn) error {
 			}
 		}
 		_ = conn.SetWriteDeadline(time.Now().Add(c.o.WriteTimeout))
-		n, err := conn.Write(wbuf)
+		n, err := writeAll(conn, wbuf)
 		c.stats.Bytes.Add(uint64(n))
 		written += uint64(n)
 		keep.Reset(c.o.KeepAlive)
