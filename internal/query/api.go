@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -60,11 +61,16 @@ type Metadata struct {
 
 // API serves PromQL over a storage.Queryable.
 type API struct {
-	q    storage.Queryable
-	ng   *promql.Engine
-	sem  chan struct{}
-	opts Options
-	log  *slog.Logger
+	q          storage.Queryable
+	ng         *promql.Engine
+	engineOpts promql.EngineOpts
+	// partEngines are the engines for split queries, by number of parts:
+	// at most GOMAXPROCS+1 of them (split.go, shard.go).
+	partMu      sync.Mutex
+	partEngines map[int]*promql.Engine
+	sem         chan struct{}
+	opts        Options
+	log         *slog.Logger
 }
 
 // New returns an API over q.
@@ -84,7 +90,7 @@ func New(q storage.Queryable, opts Options) *API {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	ng := promql.NewEngine(promql.EngineOpts{
+	eo := promql.EngineOpts{
 		Logger:               opts.Logger.With("component", "promql"),
 		MaxSamples:           opts.MaxSamples,
 		Timeout:              opts.Timeout,
@@ -94,8 +100,26 @@ func New(q storage.Queryable, opts Options) *API {
 		// Subqueries without a step use one minute, Prometheus' default
 		// evaluation interval.
 		NoStepSubqueryIntervalFn: func(int64) int64 { return time.Minute.Milliseconds() },
-	})
-	return &API{q: q, ng: ng, sem: make(chan struct{}, opts.MaxConcurrent), opts: opts, log: opts.Logger}
+	}
+	return &API{q: q, ng: promql.NewEngine(eo), engineOpts: eo, partEngines: map[int]*promql.Engine{},
+		sem: make(chan struct{}, opts.MaxConcurrent), opts: opts, log: opts.Logger}
+}
+
+// partEngine returns the engine for the parts of a query split n ways
+// (split.go, shard.go). Its sample limit is MaxSamples/n, so that the n
+// parts, whose results are all held until merged, hold no more than the
+// whole query may; a part that hits it makes the whole query decide.
+func (a *API) partEngine(n int) *promql.Engine {
+	a.partMu.Lock()
+	defer a.partMu.Unlock()
+	ng, ok := a.partEngines[n]
+	if !ok {
+		eo := a.engineOpts
+		eo.MaxSamples = max(1, eo.MaxSamples/n)
+		ng = promql.NewEngine(eo)
+		a.partEngines[n] = ng
+	}
+	return ng
 }
 
 // Register adds the /api/v1 routes to mux.
@@ -240,28 +264,45 @@ func (a *API) Instant(ctx context.Context, qs string, ts time.Time) (*promql.Res
 	return res, func() { q.Close(); a.release() }, nil
 }
 
-// Range evaluates qs from start to end every step. Long ranges are split
-// into consecutive runs of steps evaluated on separate cores (see
-// splitRange): the PromQL engine evaluates one query on one goroutine.
+// Range evaluates qs from start to end every step. The PromQL engine
+// evaluates one query on one goroutine, so long ranges are spread over the
+// cores: by series where every output series comes from one input series
+// (shardRange), else by runs of steps (splitRange). The caller must call
+// the returned close function when done with the value.
 func (a *API) Range(ctx context.Context, qs string, start, end time.Time, step time.Duration) (*promql.Result, func(), error) {
 	if e := a.acquire(ctx); e != nil {
 		return nil, nil, e
 	}
-	if parts := a.rangeParts(qs, start, end, step); parts > 1 {
-		res, err := a.splitRange(ctx, qs, start, end, step, parts)
-		if err != nil {
-			a.release()
-			return nil, nil, err
-		}
-		return res, a.release, nil
+	var (
+		res  *promql.Result
+		done func()
+		err  error
+	)
+	cores, steps := runtime.GOMAXPROCS(0), rangeSteps(start, end, step)
+	switch {
+	case cores < 2 || steps < 2*minStepsPerPart:
+		res, done, err = a.wholeRange(ctx, qs, start, end, step)
+	case seriesShardable(qs):
+		res, done, err = a.shardRange(ctx, qs, start, end, step, shardsPerCore*cores)
+	case splittable(qs):
+		res, done, err = a.splitRange(ctx, qs, start, end, step, min(cores, steps/minStepsPerPart))
+	default:
+		res, done, err = a.wholeRange(ctx, qs, start, end, step)
 	}
-	q, err := a.ng.NewRangeQuery(ctx, a.q, nil, qs, start, end, step)
 	if err != nil {
 		a.release()
+		return nil, nil, err
+	}
+	return res, func() { done(); a.release() }, nil
+}
+
+// wholeRange evaluates qs as one engine query.
+func (a *API) wholeRange(ctx context.Context, qs string, start, end time.Time, step time.Duration) (*promql.Result, func(), error) {
+	q, err := a.ng.NewRangeQuery(ctx, a.q, nil, qs, start, end, step)
+	if err != nil {
 		return nil, nil, badData("invalid parameter \"query\": %w", err)
 	}
-	res := q.Exec(ctx)
-	return res, func() { q.Close(); a.release() }, nil
+	return q.Exec(ctx), q.Close, nil
 }
 
 // resultError maps engine errors onto API error types.

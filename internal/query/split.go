@@ -2,85 +2,68 @@ package query
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/util/annotations"
 )
 
 // minStepsPerPart keeps short range queries whole: splitting them costs
-// more (each part re-reads its lookback window) than it saves.
+// more than it saves (each run of steps re-reads its lookback window, and
+// every part is an engine query of its own).
 const minStepsPerPart = 64
 
-// rangeParts decides into how many runs of steps a range query is split.
-// Every step of a range query is evaluated independently of the others, so
+func rangeSteps(start, end time.Time, step time.Duration) int {
+	if step <= 0 {
+		return 1
+	}
+	return int(end.Sub(start)/step) + 1
+}
+
+// splittable reports whether qs may be evaluated as runs of steps. Every
+// step of a range query is evaluated independently of the others, so
 // evaluating runs of steps separately and concatenating each series' points
 // gives the same result, except for expressions whose meaning depends on
 // the query's own start or end (the @ modifier with start() or end()):
 // those, and anything with @, stay whole.
-func (a *API) rangeParts(qs string, start, end time.Time, step time.Duration) int {
-	if step <= 0 || strings.Contains(qs, "@") {
-		return 1
-	}
-	steps := int(end.Sub(start)/step) + 1
-	return max(1, min(runtime.GOMAXPROCS(0), steps/minStepsPerPart))
-}
+func splittable(qs string) bool { return !strings.Contains(qs, "@") }
 
 // splitRange evaluates parts runs of steps concurrently and merges them into
-// one matrix. Each part is its own engine query (so MaxSamples applies per
-// part); all of them count as one query against MaxConcurrent.
-func (a *API) splitRange(ctx context.Context, qs string, start, end time.Time, step time.Duration, parts int) (*promql.Result, error) {
-	steps := int(end.Sub(start)/step) + 1
-	type part struct {
-		q   promql.Query
-		res *promql.Result
-	}
-	ps := make([]part, parts)
+// one matrix.
+func (a *API) splitRange(ctx context.Context, qs string, start, end time.Time, step time.Duration, parts int) (*promql.Result, func(), error) {
+	steps := rangeSteps(start, end, step)
+	ng := a.partEngine(parts)
+	ps := make([]promql.Query, parts)
 	for i := range ps {
 		first, last := steps*i/parts, steps*(i+1)/parts-1
-		q, err := a.ng.NewRangeQuery(ctx, a.q, nil, qs,
+		q, err := ng.NewRangeQuery(ctx, a.q, nil, qs,
 			start.Add(time.Duration(first)*step), start.Add(time.Duration(last)*step), step)
 		if err != nil {
-			for _, p := range ps[:i] {
-				p.q.Close()
-			}
-			return nil, badData("invalid parameter \"query\": %w", err)
+			closeParts(ps)
+			return nil, nil, badData("invalid parameter \"query\": %w", err)
 		}
-		ps[i].q = q
+		ps[i] = q
 	}
-	defer func() {
-		for _, p := range ps {
-			p.q.Close()
-		}
-	}()
-	var wg sync.WaitGroup
-	for i := range ps {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ps[i].res = ps[i].q.Exec(ctx)
-		}()
+	// The merged points are copies, so the parts can go back now.
+	defer closeParts(ps)
+	mats, warnings, err := a.execParts(ctx, ps)
+	if errors.As(err, new(promql.ErrTooManySamples)) {
+		return a.wholeRange(ctx, qs, start, end, step)
 	}
-	wg.Wait()
+	if err != nil {
+		return &promql.Result{Err: err, Warnings: warnings}, func() {}, nil
+	}
 
-	out := &promql.Result{}
 	index := map[uint64][]int{} // labels hash -> positions in merged
 	var merged promql.Matrix
-	for _, p := range ps {
-		out.Warnings.Merge(p.res.Warnings)
-		if p.res.Err != nil {
-			out.Err = p.res.Err
-			return out, nil
-		}
-		m, err := p.res.Matrix()
-		if err != nil {
-			out.Err = err
-			return out, nil
-		}
+	for _, m := range mats {
 		for _, s := range m {
 			h := s.Metric.Hash()
 			pos := -1
@@ -93,7 +76,6 @@ func (a *API) splitRange(ctx context.Context, qs string, start, end time.Time, s
 			if pos < 0 {
 				pos = len(merged)
 				index[h] = append(index[h], pos)
-				// Copy: the part's point slices go back to the engine's pool on Close.
 				merged = append(merged, promql.Series{Metric: s.Metric, DropName: s.DropName})
 			}
 			merged[pos].Floats = append(merged[pos].Floats, s.Floats...)
@@ -101,6 +83,51 @@ func (a *API) splitRange(ctx context.Context, qs string, start, end time.Time, s
 		}
 	}
 	slices.SortFunc(merged, func(x, y promql.Series) int { return labels.Compare(x.Metric, y.Metric) })
-	out.Value = merged
-	return out, nil
+	return &promql.Result{Value: merged, Warnings: warnings}, func() {}, nil
+}
+
+// execParts executes the parts of a split query on at most GOMAXPROCS
+// goroutines, a goroutine taking the next part when done with one, and
+// returns their matrices. The parts run under one deadline, the query
+// timeout, as the whole query would. The first part to fail cancels the
+// rest, and its error is returned.
+func (a *API) execParts(ctx context.Context, ps []promql.Query) ([]promql.Matrix, annotations.Annotations, error) {
+	ctx, cancel := context.WithTimeout(ctx, a.opts.Timeout)
+	defer cancel()
+	var (
+		mu       sync.Mutex
+		firstErr error
+		warnings annotations.Annotations
+		next     atomic.Int64
+		wg       sync.WaitGroup
+	)
+	mats := make([]promql.Matrix, len(ps))
+	for range min(len(ps), runtime.GOMAXPROCS(0)) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(ps); i = int(next.Add(1) - 1) {
+				// A part that starts after a failure returns at once.
+				res := ps[i].Exec(ctx)
+				mu.Lock()
+				warnings.Merge(res.Warnings)
+				if res.Err == nil {
+					mats[i], res.Err = res.Matrix()
+				}
+				if res.Err != nil && firstErr == nil {
+					firstErr = res.Err
+					cancel()
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return mats, warnings, firstErr
+}
+
+func closeParts(ps []promql.Query) {
+	for _, q := range ps {
+		if q != nil {
+			q.Close()
+		}
+	}
 }
