@@ -2,8 +2,15 @@ package store
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
@@ -26,6 +33,50 @@ import (
 // goes as it is into a twin series carrying UnscaledLabel, which reads
 // merge back under the series' own labels. Nothing outside this file sees
 // either the integers or the twin label.
+
+// formatFile marks a data directory whose scaled metrics are stored as
+// integers. A directory with data but without it comes from a Vigil that
+// stored every value as it is, and stays that way: reading its floats as
+// integers would be off by a factor of 100 or 1000.
+const (
+	formatFile    = "vigil-format"
+	formatDecimal = "decimal-scaling 1\n"
+)
+
+// dataFormat tells whether dir stores scaled metrics as integers, marking
+// a new (empty) directory so.
+func dataFormat(dir string, log *slog.Logger) (bool, error) {
+	b, err := os.ReadFile(filepath.Join(dir, formatFile))
+	switch {
+	case err == nil && string(b) == formatDecimal:
+		return true, nil
+	case err == nil:
+		return false, fmt.Errorf("store: %s: unknown data format %q (written by a newer Vigil?)", filepath.Join(dir, formatFile), strings.TrimSpace(string(b)))
+	case !errors.Is(err, fs.ErrNotExist):
+		return false, fmt.Errorf("store: %w", err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, fmt.Errorf("store: %w", err)
+	}
+	// The TSDB's own files say whether there is data: its WAL, head
+	// chunks, or a block (a directory with meta.json). The data directory
+	// also holds other things (logs, rollups).
+	for _, e := range entries {
+		_, metaErr := os.Stat(filepath.Join(dir, e.Name(), "meta.json"))
+		if e.Name() == "wal" || e.Name() == "chunks_head" || e.IsDir() && metaErr == nil {
+			log.Warn("data directory from an older Vigil: values stay stored as they are, without integer compression", "dir", dir)
+			return false, nil
+		}
+	}
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return false, fmt.Errorf("store: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, formatFile), []byte(formatDecimal), 0o666); err != nil {
+		return false, fmt.Errorf("store: %w", err)
+	}
+	return true, nil
+}
 
 // UnscaledLabel marks the twin series holding the values of a scaled metric
 // that were not exact multiples of its unit. Queries never show it.

@@ -4,8 +4,11 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -238,5 +241,58 @@ func BenchmarkReadScaled(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/sample")
 		})
+	}
+}
+
+// TestLegacyDataDirStaysUnscaled: a data directory written before integer
+// storage (TSDB files, no format marker) keeps values as they are, so old
+// samples are not read as integers; a new directory is marked and scaled.
+func TestLegacyDataDirStaysUnscaled(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir)
+	if !s.scaled {
+		t.Fatal("new directory not scaled")
+	}
+	s.Close()
+	if b, err := os.ReadFile(filepath.Join(dir, formatFile)); err != nil || string(b) != formatDecimal {
+		t.Fatalf("marker %q, %v", b, err)
+	}
+	s = openT(t, dir)
+	if !s.scaled {
+		t.Error("marked directory not scaled on reopen")
+	}
+	s.Close()
+
+	// An older Vigil's directory: same TSDB files, no marker.
+	if err := os.Remove(filepath.Join(dir, formatFile)); err != nil {
+		t.Fatal(err)
+	}
+	s = openT(t, dir)
+	defer s.Close()
+	if s.scaled {
+		t.Fatal("legacy directory switched to integer storage")
+	}
+	if err := s.AppendTick("cn01", base, []*metric.Desc{cpuU}, []float64{12.34}); err != nil {
+		t.Fatal(err)
+	}
+	raw := readAll(t, rawQueryable{s}, labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, cpuU.Name))
+	got := readAll(t, s, labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, cpuU.Name))
+	for _, m := range []map[string][]point{raw, got} {
+		for _, pts := range m {
+			if len(pts) != 1 || pts[0].V != 12.34 {
+				t.Errorf("legacy store holds %v", m)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, formatFile)); err == nil {
+		t.Error("legacy directory got the marker")
+	}
+
+	bad := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bad, formatFile), []byte("decimal-scaling 9\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(Options{Dir: bad}); err == nil || !strings.Contains(err.Error(), "unknown data format") {
+		t.Errorf("unknown format: %v", err)
 	}
 }

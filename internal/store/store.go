@@ -87,9 +87,10 @@ type Metadata struct {
 
 // Store is safe for concurrent use.
 type Store struct {
-	db   *tsdb.DB
-	log  *slog.Logger
-	opts Options
+	db     *tsdb.DB
+	log    *slog.Logger
+	opts   Options
+	scaled bool // integer storage of decimalScales metrics (scale.go)
 
 	mu     sync.Mutex // guards nodes, cached, meta
 	nodes  map[string]*nodeCache
@@ -152,16 +153,21 @@ func Open(opts Options) (*Store, error) {
 	to.OutOfOrderTimeWindow = opts.OutOfOrderWindow.Milliseconds()
 	to.WALCompression = compression.Snappy
 	to.SamplesPerChunk = opts.SamplesPerChunk
+	scaled, err := dataFormat(opts.Dir, opts.Logger)
+	if err != nil {
+		return nil, err
+	}
 	db, err := tsdb.Open(opts.Dir, opts.Logger.With("component", "tsdb"), nil, to, nil)
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", opts.Dir, err)
 	}
 	return &Store{
-		db:    db,
-		log:   opts.Logger,
-		opts:  opts,
-		nodes: map[string]*nodeCache{},
-		meta:  map[string]Metadata{},
+		scaled: scaled,
+		db:     db,
+		log:    opts.Logger,
+		opts:   opts,
+		nodes:  map[string]*nodeCache{},
+		meta:   map[string]Metadata{},
 	}, nil
 }
 
@@ -179,12 +185,18 @@ func (s *Store) Querier(mint, maxt int64) (storage.Querier, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !s.scaled {
+		return q, nil
+	}
 	return scaledQuerier{q}, nil
 }
 
 // Appender returns an appender for ingest paths that carry their own
 // label sets (remote write). The caller must Commit or Rollback it.
 func (s *Store) Appender(ctx context.Context) storage.Appender {
+	if !s.scaled {
+		return s.db.Appender(ctx)
+	}
 	return scaledAppender{Appender: s.db.Appender(ctx), s: s}
 }
 
@@ -466,7 +478,10 @@ func (s *Store) ref(nc *nodeCache, node string, d *metric.Desc) (*seriesRef, err
 	if dup, ok := lset.HasDuplicateLabelNames(); ok {
 		return nil, fmt.Errorf("store: node %q: metric %s: duplicate label %q", node, d.Name, dup)
 	}
-	sr := &seriesRef{lset: lset, dec: decimalScales[d.Name]}
+	sr := &seriesRef{lset: lset}
+	if s.scaled {
+		sr.dec = decimalScales[d.Name]
+	}
 	s.mu.Lock()
 	// A node swept meanwhile is an orphan; don't count its entries.
 	if s.cached < s.opts.MaxCachedSeries && s.nodes[node] == nc {
