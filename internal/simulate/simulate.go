@@ -103,7 +103,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	perNode, data := sch.Len(), "model"
 	if o.Replay != nil {
-		perNode, data = o.Replay.Series(), fmt.Sprintf("replay of %d ticks", o.Replay.Ticks())
+		perNode, data = o.Replay.Series(), fmt.Sprintf("replay of %d ticks (series: all it recorded)", o.Replay.Ticks())
 	}
 	log.Info("simulating", "nodes", o.Nodes, "first", NodeName(o.First), "data", data, "series_per_node", perNode,
 		"interval", o.Interval, "connections", len(clients), "upstream", o.Upstream, "key", o.Key != nil)
