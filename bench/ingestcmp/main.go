@@ -32,8 +32,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -51,7 +49,6 @@ import (
 	"github.com/golang/snappy"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
-	"github.com/prometheus/prometheus/storage"
 
 	"github.com/prometheus/prometheus/tsdb"
 
@@ -804,7 +801,7 @@ func queryRange(o options, dir string) error {
 	end := time.Now().Truncate(time.Minute)
 	t0 := end.Add(-time.Duration(o.querySeconds) * time.Second)
 	start := time.Now()
-	if err := buildQueryData(st, o.queryNodes, o.querySeconds, t0); err != nil {
+	if err := st.FillCounter("node_context_switches_total", o.queryNodes, o.querySeconds, t0, func(n int) string { return simulate.NodeName(n + 1) }); err != nil {
 		return err
 	}
 	fmt.Printf("dataset built in %s\n", time.Since(start).Round(time.Millisecond))
@@ -862,36 +859,4 @@ func queryRange(o options, dir string) error {
 		return err
 	}
 	return timeAll("block")
-}
-
-// buildQueryData writes one counter per node, every second, through the
-// raw appender: one commit per second for all nodes.
-func buildQueryData(st *store.Store, nodes, seconds int, t0 time.Time) error {
-	lsets := make([]labels.Labels, nodes)
-	refs := make([]storage.SeriesRef, nodes)
-	vals := make([]float64, nodes)
-	rng := rand.New(rand.NewPCG(1, 2))
-	for n := range lsets {
-		lsets[n] = labels.FromStrings(labels.MetricName, "node_context_switches_total", store.NodeLabel, simulate.NodeName(n+1))
-		vals[n] = float64(rng.IntN(1 << 30))
-	}
-	ctx := context.Background()
-	for s := range seconds {
-		ts := t0.Add(time.Duration(s) * time.Second).UnixMilli()
-		app := st.Appender(ctx)
-		for n := range lsets {
-			// Context switches: a few thousand a second, log-normal noise.
-			vals[n] += math.Round(3000 * math.Exp(rng.NormFloat64()*0.3))
-			ref, err := app.Append(refs[n], lsets[n], ts, vals[n])
-			if err != nil {
-				_ = app.Rollback()
-				return err
-			}
-			refs[n] = ref
-		}
-		if err := app.Commit(); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -3,8 +3,6 @@ package query
 import (
 	"context"
 	"flag"
-	"math"
-	"math/rand/v2"
 	"runtime"
 	"slices"
 	"strconv"
@@ -12,9 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
-	"github.com/prometheus/prometheus/storage"
 
 	"github.com/vigil-hpc/vigil/internal/store"
 )
@@ -34,7 +30,7 @@ func BenchmarkRange(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer st.Close()
-	if err := benchData(st, *benchSeries, 3600, base); err != nil {
+	if err := st.FillCounter("node_context_switches_total", *benchSeries, 3600, base, func(n int) string { return "cn" + strconv.Itoa(n) }); err != nil {
 		b.Fatal(err)
 	}
 	a := New(st, Options{})
@@ -108,35 +104,4 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// benchData appends one counter per node every second, as bench/ingestcmp
-// does.
-func benchData(st *store.Store, nodes, seconds int, t0 time.Time) error {
-	lsets := make([]labels.Labels, nodes)
-	refs := make([]storage.SeriesRef, nodes)
-	vals := make([]float64, nodes)
-	rng := rand.New(rand.NewPCG(1, 2))
-	for n := range lsets {
-		lsets[n] = labels.FromStrings(labels.MetricName, "node_context_switches_total", store.NodeLabel, "cn"+strconv.Itoa(n))
-		vals[n] = float64(rng.IntN(1 << 30))
-	}
-	ctx := context.Background()
-	for s := range seconds {
-		ts := t0.Add(time.Duration(s) * time.Second).UnixMilli()
-		app := st.Appender(ctx)
-		for n := range lsets {
-			vals[n] += math.Round(3000 * math.Exp(rng.NormFloat64()*0.3))
-			ref, err := app.Append(refs[n], lsets[n], ts, vals[n])
-			if err != nil {
-				_ = app.Rollback()
-				return err
-			}
-			refs[n] = ref
-		}
-		if err := app.Commit(); err != nil {
-			return err
-		}
-	}
-	return nil
 }

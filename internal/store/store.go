@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -525,6 +526,38 @@ func (s *Store) CompactHead() error {
 	}
 	if err := s.db.CompactHead(tsdb.NewRangeHead(h, h.MinTime(), h.MaxTime())); err != nil {
 		return fmt.Errorf("store: compact head of %s: %w", s.opts.Dir, err)
+	}
+	return nil
+}
+
+// FillCounter appends, for benchmarks, one counter per node
+// (name{node=nodeName(i)}) every second for seconds from t0, rising by a
+// few thousand a second with log-normal noise, like context switches.
+func (s *Store) FillCounter(name string, nodes, seconds int, t0 time.Time, nodeName func(int) string) error {
+	lsets := make([]labels.Labels, nodes)
+	refs := make([]storage.SeriesRef, nodes)
+	vals := make([]float64, nodes)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for n := range lsets {
+		lsets[n] = labels.FromStrings(labels.MetricName, name, NodeLabel, nodeName(n))
+		vals[n] = float64(rng.IntN(1 << 30))
+	}
+	ctx := context.Background()
+	for sec := range seconds {
+		ts := t0.Add(time.Duration(sec) * time.Second).UnixMilli()
+		app := s.Appender(ctx)
+		for n := range lsets {
+			vals[n] += math.Round(3000 * math.Exp(rng.NormFloat64()*0.3))
+			ref, err := app.Append(refs[n], lsets[n], ts, vals[n])
+			if err != nil {
+				_ = app.Rollback()
+				return fmt.Errorf("store: fill %s: %w", name, err)
+			}
+			refs[n] = ref
+		}
+		if err := app.Commit(); err != nil {
+			return fmt.Errorf("store: fill %s: %w", name, err)
+		}
 	}
 	return nil
 }
