@@ -53,3 +53,25 @@ func TestNonBlockingReadsRawOnlyOnProcFS(t *testing.T) {
 		t.Errorf("reread %q, %v", got, err)
 	}
 }
+
+func TestLineCache(t *testing.T) {
+	var c LineCache[*int]
+	one, two := new(int), new(int)
+	if _, ok := c.Get(0, []byte("a")); ok {
+		t.Fatal("hit in an empty cache")
+	}
+	c.Put(2, []byte("c"), two)
+	c.Put(0, []byte("a"), one)
+	if v, ok := c.Get(0, []byte("a")); !ok || v != one {
+		t.Error("line 0 missed")
+	}
+	if _, ok := c.Get(1, []byte("b")); ok {
+		t.Error("line 1 was never put")
+	}
+	if _, ok := c.Get(2, []byte("a")); ok {
+		t.Error("line 2 hit under another name (a moved line)")
+	}
+	if v, ok := c.Get(2, []byte("c")); !ok || v != two {
+		t.Error("line 2 missed")
+	}
+}

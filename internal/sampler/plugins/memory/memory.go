@@ -44,16 +44,9 @@ type Memory struct {
 	// byMetric maps metric names to the same series, so two spellings that
 	// rewrite to one name (Active(anon), Active_anon) share one series.
 	byMetric map[string]*series
-	// last holds the series of each line of the previous read: the kernel
-	// writes the fields in a fixed order, so comparing the name at the same
-	// line is enough most ticks, cheaper than a map lookup per field.
-	last []lineSeries
-	tick uint64
-}
-
-type lineSeries struct {
-	name string
-	s    *series
+	// lines caches the series of each line of the previous read.
+	lines kernfs.LineCache[*series]
+	tick  uint64
 }
 
 // Init resolves /proc/meminfo under the root; it is opened on first Sample.
@@ -76,10 +69,8 @@ func (m *Memory) Sample(_ context.Context, _ time.Time, b *metric.Batch) error {
 	m.fields, perr = Parse(data, m.fields)
 	m.tick++
 	for i, f := range m.fields {
-		var s *series
-		if i < len(m.last) && m.last[i].s != nil && m.last[i].name == string(f.Name) {
-			s = m.last[i].s
-		} else {
+		s, cached := m.lines.Get(i, f.Name)
+		if !cached {
 			var ok bool
 			if s, ok = m.byName[string(f.Name)]; !ok {
 				if s, err = m.newSeries(f); err != nil {
@@ -87,7 +78,7 @@ func (m *Memory) Sample(_ context.Context, _ time.Time, b *metric.Batch) error {
 					continue
 				}
 			}
-			m.remember(i, s, f.Name)
+			m.lines.Put(i, f.Name, s)
 		}
 		switch {
 		case s.kB != f.KB:
@@ -107,14 +98,6 @@ func (m *Memory) Sample(_ context.Context, _ time.Time, b *metric.Batch) error {
 		return fmt.Errorf("%s: %w", m.file.Path(), perr)
 	}
 	return nil
-}
-
-// remember records s as the series of line i.
-func (m *Memory) remember(i int, s *series, name []byte) {
-	for len(m.last) <= i {
-		m.last = append(m.last, lineSeries{})
-	}
-	m.last[i] = lineSeries{name: string(name), s: s}
 }
 
 // newSeries creates the series of a field seen for the first time.

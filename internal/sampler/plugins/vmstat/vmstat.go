@@ -67,16 +67,9 @@ type VMStat struct {
 	file   *kernfs.File
 	fields []Field
 	byName map[string]*series
-	// last holds the series of each line of the previous read: the kernel
-	// writes the fields in a fixed order, so comparing the name at the same
-	// line is enough most ticks, cheaper than hashing ~190 names.
-	last []lineSeries
-	tick uint64
-}
-
-type lineSeries struct {
-	name string
-	s    *series
+	// lines caches the series of each line of the previous read.
+	lines kernfs.LineCache[*series]
+	tick  uint64
 }
 
 // Init validates the config and resolves /proc/vmstat under the root; the
@@ -102,10 +95,8 @@ func (v *VMStat) Sample(_ context.Context, _ time.Time, b *metric.Batch) error {
 	v.fields, perr = Parse(data, v.fields)
 	v.tick++
 	for i, f := range v.fields {
-		var s *series
-		if i < len(v.last) && v.last[i].s != nil && v.last[i].name == string(f.Name) {
-			s = v.last[i].s
-		} else {
+		s, cached := v.lines.Get(i, f.Name)
+		if !cached {
 			var ok bool
 			if s, ok = v.byName[string(f.Name)]; !ok {
 				if s, err = v.newSeries(f.Name); err != nil {
@@ -113,7 +104,7 @@ func (v *VMStat) Sample(_ context.Context, _ time.Time, b *metric.Batch) error {
 					continue
 				}
 			}
-			v.remember(i, s, f.Name)
+			v.lines.Put(i, f.Name, s)
 		}
 		if s.desc == nil {
 			continue
@@ -129,14 +120,6 @@ func (v *VMStat) Sample(_ context.Context, _ time.Time, b *metric.Batch) error {
 		return fmt.Errorf("%s: %w", v.file.Path(), perr)
 	}
 	return nil
-}
-
-// remember records s as the series of line i.
-func (v *VMStat) remember(i int, s *series, name []byte) {
-	for len(v.last) <= i {
-		v.last = append(v.last, lineSeries{})
-	}
-	v.last[i] = lineSeries{name: string(name), s: s}
 }
 
 // newSeries decides, once per field name, whether and how it is exported.
