@@ -30,8 +30,15 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	httpAddr := fs.String("http", "127.0.0.1:9090", "dashboard and API address")
 	interval := fs.Duration("interval", time.Second, "sampling interval of every node")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
+	replay := fs.String("replay", "", "simulated nodes replay this recording (`vigil record`) instead of the synthetic model")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *replay != "" {
+		// Load it now, so a bad file fails the demo before anything starts.
+		if _, err := simulate.LoadRecording(*replay); err != nil {
+			return fmt.Errorf("--replay: %w", err)
+		}
 	}
 	if *nodes < 0 || *nodes > 100_000 {
 		return fmt.Errorf("--nodes %d: want 0..100000", *nodes)
@@ -96,10 +103,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			"--gomaxprocs", "0", "--log-level", *logLevel}, stdout, stderr)
 	})
 	if *nodes > 0 {
-		g.Go(func() error {
-			return runSimulate(gctx, []string{"--nodes", strconv.Itoa(*nodes), "--upstream", aggAddr,
-				"--interval", iv, "--log-level", *logLevel}, stdout, stderr)
-		})
+		simArgs := []string{"--nodes", strconv.Itoa(*nodes), "--upstream", aggAddr, "--interval", iv, "--log-level", *logLevel}
+		if *replay != "" {
+			simArgs = append(simArgs, "--replay", *replay)
+		}
+		g.Go(func() error { return runSimulate(gctx, simArgs, stdout, stderr) })
 	}
 	g.Go(func() error {
 		// Syslog traffic from the simulated nodes, for the logs views.
