@@ -46,6 +46,7 @@ const (
 	unitInt                 // v
 	unitHundred             // v = j / 100 (USER_HZ ticks, as the cpu plugin)
 	unitMilli               // v = j * (1/1000) (milliseconds, as diskstats)
+	unitMicro               // v = j / 1e6 (microseconds, as the self plugin)
 )
 
 func (u unit) toInt(v float64) float64 {
@@ -54,6 +55,8 @@ func (u unit) toInt(v float64) float64 {
 		return math.Round(v * 100)
 	case unitMilli:
 		return math.Round(v * 1000)
+	case unitMicro:
+		return math.Round(v * 1e6)
 	}
 	return v
 }
@@ -64,6 +67,8 @@ func (u unit) fromInt(j float64) float64 {
 		return j / 100
 	case unitMilli:
 		return j * (1.0 / 1000)
+	case unitMicro:
+		return j / 1e6
 	}
 	return j
 }
@@ -241,9 +246,9 @@ func (rec *Recording) units() {
 	first := make([]float64, n)
 	last := make([]float64, n)
 	seen := make([]bool, n)
-	ok := make([][4]bool, n) // per desc: which units stayed exact
+	ok := make([][5]bool, n) // per desc: which units stayed exact
 	for i := range ok {
-		ok[i] = [4]bool{false, true, true, true}
+		ok[i] = [5]bool{false, true, true, true, true}
 	}
 	for _, tk := range rec.ticks {
 		for k, id := range tk.idx {
@@ -252,7 +257,7 @@ func (rec *Recording) units() {
 				seen[id], first[id] = true, v
 			}
 			last[id] = v
-			for u := unitInt; u <= unitMilli; u++ {
+			for u := unitInt; u <= unitMicro; u++ {
 				if ok[id][u] && !u.exact(v) {
 					ok[id][u] = false
 				}
@@ -263,7 +268,7 @@ func (rec *Recording) units() {
 		if d.Type != metric.Counter {
 			continue
 		}
-		for u := unitInt; u <= unitMilli; u++ {
+		for u := unitInt; u <= unitMicro; u++ {
 			if ok[id][u] {
 				rec.unit[id] = u
 				break

@@ -12,7 +12,7 @@ import (
 )
 
 // recording builds a recording text of n ticks: a USER_HZ counter, a
-// millisecond counter, an integer counter, a gauge and a series that is
+// millisecond counter, a microsecond counter, an integer counter, a gauge and a series that is
 // only there on even ticks.
 func recording(n int) string {
 	var b strings.Builder
@@ -23,6 +23,7 @@ func recording(n int) string {
 		fmt.Fprintf(&b, "# TYPE node_disk_io_time_seconds_total counter\n")
 		fmt.Fprintf(&b, "node_disk_io_time_seconds_total{device=\"sda\"} %v %d\n", float64(5000+3*k)*(1.0/1000), ts)
 		fmt.Fprintf(&b, "# TYPE node_intr_total counter\nnode_intr_total %d %d\n", 100+k*k, ts)
+		fmt.Fprintf(&b, "# TYPE vigil_sampler_cpu_seconds_total counter\nvigil_sampler_cpu_seconds_total %v %d\n", float64(123457+11*k)/1e6, ts)
 		fmt.Fprintf(&b, "# TYPE node_load1 gauge\nnode_load1 %v %d\n", float64(k%3)/100, ts)
 		if k%2 == 0 {
 			fmt.Fprintf(&b, "vigil_process_rss_bytes{pid=\"42\",command=\"a b\"} 4096 %d\n", ts)
@@ -36,7 +37,7 @@ func TestRecordingReplayContinuesCountersExactly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.Ticks() != 4 || rec.Series() != 5 || rec.Interval() != time.Second {
+	if rec.Ticks() != 4 || rec.Series() != 6 || rec.Interval() != time.Second {
 		t.Fatalf("ticks %d series %d interval %s", rec.Ticks(), rec.Series(), rec.Interval())
 	}
 	n := NewReplayNode("cn00001", rec, 2)
@@ -60,6 +61,9 @@ func TestRecordingReplayContinuesCountersExactly(t *testing.T) {
 		}
 		if want := float64(5000+3*k+9*p) * (1.0 / 1000); math.Float64bits(got["node_disk_io_time_seconds_total"][i]) != math.Float64bits(want) {
 			t.Errorf("call %d: disk %v, want %v", i, got["node_disk_io_time_seconds_total"][i], want)
+		}
+		if want := float64(123457+11*k+33*p) / 1e6; math.Float64bits(got["vigil_sampler_cpu_seconds_total"][i]) != math.Float64bits(want) {
+			t.Errorf("call %d: microseconds %v, want %v", i, got["vigil_sampler_cpu_seconds_total"][i], want)
 		}
 		if want := float64(100 + k*k + 9*p); got["node_intr_total"][i] != want {
 			t.Errorf("call %d: intr %v, want %v", i, got["node_intr_total"][i], want)

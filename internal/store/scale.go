@@ -108,6 +108,8 @@ var decimalScales = map[string]*decimal{
 	"node_disk_io_time_weighted_seconds_total":    multiply(1000),
 	"node_disk_discard_time_seconds_total":        multiply(1000),
 	"node_disk_flush_requests_time_seconds_total": multiply(1000),
+	"vigil_sampler_cpu_seconds_total":             divide(1e6), // microseconds (self plugin)
+	"vigil_plugin_duration_seconds":               divide(1e6),
 }
 
 func (d *decimal) decode(j float64) float64 {

@@ -33,6 +33,7 @@ var producers = map[string]func(j int64) float64{
 	"node_cpu_seconds_total":            func(j int64) float64 { return float64(j) / 100 },
 	"node_load1":                        func(j int64) float64 { return math.Round(float64(j)) / 100 },
 	"node_disk_read_time_seconds_total": func(j int64) float64 { return float64(j) * (1.0 / 1000) },
+	"vigil_plugin_duration_seconds":     func(j int64) float64 { return float64(j) / 1e6 },
 }
 
 func TestDecimalEveryProducedValueIsStoredScaled(t *testing.T) {

@@ -69,7 +69,7 @@ func (s *Self) Sample(_ context.Context, _ time.Time, b *metric.Batch) error {
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		errs = fmt.Errorf("getrusage: %w", err)
 	} else {
-		b.Add(s.cpu, seconds(ru.Utime)+seconds(ru.Stime))
+		b.Add(s.cpu, micros(int64(ru.Utime.Sec+ru.Stime.Sec)*1e6+int64(ru.Utime.Usec+ru.Stime.Usec)))
 	}
 	if data, err := s.statm.Read(); err != nil {
 		errs = errors.Join(errs, err)
@@ -92,7 +92,7 @@ func (s *Self) Sample(_ context.Context, _ time.Time, b *metric.Batch) error {
 		}
 		p := &s.plugins[i]
 		b.Add(p.errors, float64(ps.Errors.Load()))
-		b.Add(p.duration, float64(ps.LastNanos.Load())/1e9)
+		b.Add(p.duration, micros(ps.LastNanos.Load()/1000))
 		b.Add(p.samples, float64(ps.Samples.Load()))
 	}
 	return errs
@@ -107,9 +107,11 @@ func newPluginSeries(ps *sampler.PluginStats) pluginSeries {
 	}
 }
 
-func seconds(tv syscall.Timeval) float64 {
-	return float64(tv.Sec) + float64(tv.Usec)/1e6
-}
+// micros converts whole microseconds to seconds. Durations are kept to the
+// microsecond (rusage's own resolution; nanoseconds of a plugin's run are
+// noise), and whole microseconds over 1e6 are what the store keeps as
+// integers, at a fraction of the bytes (internal/store/scale.go).
+func micros(us int64) float64 { return float64(us) / 1e6 }
 
 // ParseStatm returns the resident set size in pages, the second field of
 // /proc/<pid>/statm.
