@@ -145,3 +145,34 @@ func BenchTicks(b *testing.B, p sampler.Plugin) {
 		}
 	}
 }
+
+// FileFixture is a plugin on a temporary root that holds one kernel file,
+// which a test rewrites between ticks.
+type FileFixture struct {
+	T    testing.TB
+	Path string // the file, e.g. ROOT/proc/stat
+	P    sampler.Plugin
+}
+
+// NewFileFixture writes content to rel (such as "proc/stat") under a new
+// root and initialises plugin name on it (cfg nil: its defaults).
+func NewFileFixture(t testing.TB, name, rel, content string, cfg sampler.Configurable) *FileFixture {
+	t.Helper()
+	root := t.TempDir()
+	f := &FileFixture{T: t, Path: filepath.Join(root, filepath.FromSlash(rel))}
+	if err := os.MkdirAll(filepath.Dir(f.Path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f.Write(content)
+	f.P, _ = NewPlugin(t, name, root, cfg)
+	return f
+}
+
+// Write rewrites the file in place, as the kernel does, so the plugin's
+// open descriptor sees the new content.
+func (f *FileFixture) Write(content string) {
+	f.T.Helper()
+	if err := os.WriteFile(f.Path, []byte(content), 0o644); err != nil {
+		f.T.Fatal(err)
+	}
+}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/vigil-hpc/vigil/internal/kernfs"
 	"github.com/vigil-hpc/vigil/internal/metric"
-	"github.com/vigil-hpc/vigil/internal/sampler"
 	"github.com/vigil-hpc/vigil/internal/sampler/plugins/cpu"
 	"github.com/vigil-hpc/vigil/internal/testutil"
 )
@@ -112,45 +111,23 @@ func TestParseErrorsWrap(t *testing.T) {
 	}
 }
 
-// fixture is a plugin on a writable temporary root.
-type fixture struct {
-	t    *testing.T
-	path string
-	p    sampler.Plugin
-}
+// fixture is the plugin on a writable temporary root.
+type fixture struct{ *testutil.FileFixture }
 
 func newFixture(t *testing.T, content string) *fixture {
-	t.Helper()
-	root := t.TempDir()
-	path := filepath.Join(root, "proc", "stat")
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	f := &fixture{t: t, path: path}
-	f.write(content)
-	f.p, _ = testutil.NewPlugin(t, "cpu", root, nil)
-	return f
-}
-
-// write rewrites the file in place, as the kernel does, so the plugin's
-// open descriptor sees the new content.
-func (f *fixture) write(content string) {
-	f.t.Helper()
-	if err := os.WriteFile(f.path, []byte(content), 0o644); err != nil {
-		f.t.Fatal(err)
-	}
+	return &fixture{testutil.NewFileFixture(t, "cpu", "proc/stat", content, nil)}
 }
 
 // sample returns the values by "name{labels}" and the error of one tick.
 func (f *fixture) sample() (map[string]float64, error) {
 	var b metric.Batch
 	b.Reset(time.Unix(1700000000, 0))
-	err := f.p.Sample(context.Background(), b.Time, &b)
+	err := f.P.Sample(context.Background(), b.Time, &b)
 	got := map[string]float64{}
 	for _, s := range b.Samples {
 		key := string(metric.AppendSeries(nil, s.Desc, nil))
 		if _, dup := got[key]; dup {
-			f.t.Errorf("series %s emitted twice", key)
+			f.T.Errorf("series %s emitted twice", key)
 		}
 		got[key] = s.Value
 	}
@@ -171,7 +148,7 @@ func TestHotplug(t *testing.T) {
 		t.Fatalf("cpu2 user = %v, want 3", got[seconds(2, "user")])
 	}
 
-	f.write("cpu0 110 0 0 1100 0 0 0 0 0 0\ncpu2 310 0 0 3100 0 0 0 0 0 0\n" + tail)
+	f.Write("cpu0 110 0 0 1100 0 0 0 0 0 0\ncpu2 310 0 0 3100 0 0 0 0 0 0\n" + tail)
 	got, err = f.sample()
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +165,7 @@ func TestHotplug(t *testing.T) {
 
 	// cpu1 comes back with counters restarted from zero: they must be
 	// exported as they are, not held at the values from before it went away.
-	f.write("cpu0 120 0 0 1200 0 0 0 0 0 0\ncpu1 5 0 0 50 0 0 0 0 0 0\ncpu2 320 0 0 3200 0 0 0 0 0 0\n" + tail)
+	f.Write("cpu0 120 0 0 1200 0 0 0 0 0 0\ncpu1 5 0 0 50 0 0 0 0 0 0\ncpu2 320 0 0 3200 0 0 0 0 0 0\n" + tail)
 	got, err = f.sample()
 	if err != nil {
 		t.Fatal(err)
@@ -205,7 +182,7 @@ func TestCountersNeverGoBack(t *testing.T) {
 	}
 	// iowait dips (a known kernel quirk) and idle dips by less than 3 s:
 	// both keep their previous values; user moves on.
-	f.write("cpu0 150 0 0 9900 490 0 0 0 0 0\n" + tail)
+	f.Write("cpu0 150 0 0 9900 490 0 0 0 0 0\n" + tail)
 	got, err := f.sample()
 	if err != nil {
 		t.Fatal(err)
@@ -215,7 +192,7 @@ func TestCountersNeverGoBack(t *testing.T) {
 			got[seconds(0, "iowait")], got[seconds(0, "idle")], got[seconds(0, "user")])
 	}
 	// idle back by 3 s or more: the CPU was replugged, counters restart.
-	f.write("cpu0 20 0 0 9600 10 0 0 0 0 0\n" + tail)
+	f.Write("cpu0 20 0 0 9600 10 0 0 0 0 0\n" + tail)
 	got, err = f.sample()
 	if err != nil {
 		t.Fatal(err)
@@ -229,8 +206,8 @@ func TestCountersNeverGoBack(t *testing.T) {
 func TestSampleErrors(t *testing.T) {
 	f := newFixture(t, "cpu0 1 2 3 4 5 6 7 8 9 10\ncpu1 1 2\n"+tail)
 	got, err := f.sample()
-	if err == nil || !strings.Contains(err.Error(), f.path+": line 2") {
-		t.Errorf("error = %v, want it to name %s and line 2", err, f.path)
+	if err == nil || !strings.Contains(err.Error(), f.Path+": line 2") {
+		t.Errorf("error = %v, want it to name %s and line 2", err, f.Path)
 	}
 	if got[seconds(0, "steal")] != 0.08 || got["node_context_switches_total"] != 20 {
 		t.Errorf("good lines not exported: %v", got)
@@ -239,17 +216,17 @@ func TestSampleErrors(t *testing.T) {
 		t.Errorf("short cpu1 line exported")
 	}
 
-	f.write("cpu0 1 2 3 4 5 6 7 8 9 10\ncpu0 1 2 3 4 5 6 7 8 9 10\n" + tail)
+	f.Write("cpu0 1 2 3 4 5 6 7 8 9 10\ncpu0 1 2 3 4 5 6 7 8 9 10\n" + tail)
 	if _, err := f.sample(); err == nil || !strings.Contains(err.Error(), "cpu0 listed twice") {
 		t.Errorf("duplicate line: error = %v", err)
 	}
 
-	if err := os.Remove(f.path); err != nil {
+	if err := os.Remove(f.Path); err != nil {
 		t.Fatal(err)
 	}
-	p, _ := testutil.NewPlugin(t, "cpu", filepath.Dir(filepath.Dir(f.path)), nil)
+	p, _ := testutil.NewPlugin(t, "cpu", filepath.Dir(filepath.Dir(f.Path)), nil)
 	var b metric.Batch
-	if err := p.Sample(context.Background(), time.Now(), &b); !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), f.path) {
+	if err := p.Sample(context.Background(), time.Now(), &b); !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), f.Path) {
 		t.Errorf("missing file: error = %v", err)
 	}
 }
@@ -367,7 +344,7 @@ func FuzzSample(f *testing.F) {
 	f.Fuzz(func(t *testing.T, a, b []byte) {
 		fx := newFixture(t, string(a))
 		first, _ := fx.sample()
-		fx.write(string(b))
+		fx.Write(string(b))
 		second, _ := fx.sample()
 		for key, v := range second {
 			old, ok := first[key]

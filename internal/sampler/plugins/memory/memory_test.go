@@ -13,7 +13,6 @@ import (
 
 	"github.com/vigil-hpc/vigil/internal/kernfs"
 	"github.com/vigil-hpc/vigil/internal/metric"
-	"github.com/vigil-hpc/vigil/internal/sampler"
 	"github.com/vigil-hpc/vigil/internal/sampler/plugins/memory"
 	"github.com/vigil-hpc/vigil/internal/testutil"
 )
@@ -110,35 +109,17 @@ func TestMetricKey(t *testing.T) {
 	}
 }
 
-type fixture struct {
-	t    *testing.T
-	path string
-	p    sampler.Plugin
-}
+// fixture is the plugin on a writable temporary root.
+type fixture struct{ *testutil.FileFixture }
 
 func newFixture(t *testing.T, content string) *fixture {
-	t.Helper()
-	root := t.TempDir()
-	f := &fixture{t: t, path: filepath.Join(root, "proc", "meminfo")}
-	if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	f.write(content)
-	f.p, _ = testutil.NewPlugin(t, "memory", root, nil)
-	return f
-}
-
-func (f *fixture) write(content string) {
-	f.t.Helper()
-	if err := os.WriteFile(f.path, []byte(content), 0o644); err != nil {
-		f.t.Fatal(err)
-	}
+	return &fixture{testutil.NewFileFixture(t, "memory", "proc/meminfo", content, nil)}
 }
 
 // sample returns the series of one tick as "name value" lines in order.
 func (f *fixture) sample() (string, error) {
 	var b metric.Batch
-	err := f.p.Sample(context.Background(), time.Unix(1700000000, 0), &b)
+	err := f.P.Sample(context.Background(), time.Unix(1700000000, 0), &b)
 	var sb strings.Builder
 	for _, s := range b.Samples {
 		fmt.Fprintf(&sb, "%s %v\n", s.Desc.Name, s.Value)
@@ -158,35 +139,35 @@ func TestSample(t *testing.T) {
 
 	// A new kernel field appears, a bad line is skipped but reported,
 	// and a field whose spelling collides with another is not exported twice.
-	f.write("MemTotal: 4 kB\nNewThing: 1 kB\nBogus: 1 parsec\nActive(anon): 2 kB\nActive_anon: 9 kB\nMemTotal: 4 kB\n")
+	f.Write("MemTotal: 4 kB\nNewThing: 1 kB\nBogus: 1 parsec\nActive(anon): 2 kB\nActive_anon: 9 kB\nMemTotal: 4 kB\n")
 	got, err = f.sample()
 	if want := "node_memory_MemTotal_bytes 4096\nnode_memory_NewThing_bytes 1024\nnode_memory_Active_anon_bytes 2048\n"; got != want {
 		t.Errorf("got\n%swant\n%s", got, want)
 	}
-	if err == nil || !strings.Contains(err.Error(), f.path+`: line 3 "Bogus: 1 parsec"`) {
-		t.Errorf("error = %v, want it to name %s and line 3", err, f.path)
+	if err == nil || !strings.Contains(err.Error(), f.Path+`: line 3 "Bogus: 1 parsec"`) {
+		t.Errorf("error = %v, want it to name %s and line 3", err, f.Path)
 	}
 
-	f.write("MemTotal: 4 kB\nActive_anon: 9 kB\nMemTotal: 5 kB\n")
+	f.Write("MemTotal: 4 kB\nActive_anon: 9 kB\nMemTotal: 5 kB\n")
 	if _, err := f.sample(); err == nil || !strings.Contains(err.Error(), "field MemTotal listed twice") {
 		t.Errorf("duplicate: error = %v", err)
 	}
-	f.write("MemTotal: 4\n")
+	f.Write("MemTotal: 4\n")
 	if _, err := f.sample(); err == nil || !strings.Contains(err.Error(), "field MemTotal changed unit") {
 		t.Errorf("unit change: error = %v", err)
 	}
-	f.write("Weird.Name: 4 kB\nMemFree: 1 kB\n")
+	f.Write("Weird.Name: 4 kB\nMemFree: 1 kB\n")
 	got, err = f.sample()
 	if err == nil || !strings.Contains(err.Error(), `"Weird.Name" cannot be a metric name`) || got != "node_memory_MemFree_bytes 1024\n" {
 		t.Errorf("bad name: got %q, error = %v", got, err)
 	}
 
-	if err := os.Remove(f.path); err != nil {
+	if err := os.Remove(f.Path); err != nil {
 		t.Fatal(err)
 	}
-	p, _ := testutil.NewPlugin(t, "memory", filepath.Dir(filepath.Dir(f.path)), nil)
+	p, _ := testutil.NewPlugin(t, "memory", filepath.Dir(filepath.Dir(f.Path)), nil)
 	var b metric.Batch
-	if err := p.Sample(context.Background(), time.Now(), &b); !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), f.path) {
+	if err := p.Sample(context.Background(), time.Now(), &b); !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), f.Path) {
 		t.Errorf("missing file: error = %v", err)
 	}
 }
@@ -198,7 +179,7 @@ func TestSeriesBound(t *testing.T) {
 		for i := 0; i < memory.MaxSeries/2; i++ {
 			fmt.Fprintf(&sb, "F%d_%d: 1 kB\n", round, i)
 		}
-		f.write(sb.String())
+		f.Write(sb.String())
 		got, err := f.sample()
 		n := strings.Count(got, "\n")
 		if round < 2 && (err != nil || n != memory.MaxSeries/2) {
@@ -246,7 +227,7 @@ func TestLinesMove(t *testing.T) {
 		{"C(x): 5 kB\nA: 6 kB\nB: 7\n", "node_memory_C_x_bytes 5120\nnode_memory_A_bytes 6144\nnode_memory_B 7\n"},
 		{"A: 8 kB\nB: 9\n", "node_memory_A_bytes 8192\nnode_memory_B 9\n"},
 	} {
-		f.write(tc.in)
+		f.Write(tc.in)
 		if got, err := f.sample(); err != nil || got != tc.want {
 			t.Errorf("read %q: got\n%swant\n%s(err %v)", tc.in, got, tc.want, err)
 		}

@@ -142,34 +142,16 @@ func TestInitRejectsBadConfig(t *testing.T) {
 	}
 }
 
-type fixture struct {
-	t    *testing.T
-	path string
-	p    sampler.Plugin
-}
+// fixture is the plugin on a writable temporary root.
+type fixture struct{ *testutil.FileFixture }
 
 func newFixture(t *testing.T, content string, cfg sampler.Configurable) *fixture {
-	t.Helper()
-	root := t.TempDir()
-	f := &fixture{t: t, path: filepath.Join(root, "proc", "vmstat")}
-	if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	f.write(content)
-	f.p, _ = testutil.NewPlugin(t, "vmstat", root, cfg)
-	return f
-}
-
-func (f *fixture) write(content string) {
-	f.t.Helper()
-	if err := os.WriteFile(f.path, []byte(content), 0o644); err != nil {
-		f.t.Fatal(err)
-	}
+	return &fixture{testutil.NewFileFixture(t, "vmstat", "proc/vmstat", content, cfg)}
 }
 
 func (f *fixture) sample() (string, error) {
 	var b metric.Batch
-	err := f.p.Sample(context.Background(), time.Unix(1700000000, 0), &b)
+	err := f.P.Sample(context.Background(), time.Unix(1700000000, 0), &b)
 	var sb strings.Builder
 	for _, s := range b.Samples {
 		fmt.Fprintf(&sb, "%s %s %v\n", s.Desc.Name, s.Desc.Type, s.Value)
@@ -187,29 +169,29 @@ func TestSample(t *testing.T) {
 		t.Errorf("got\n%swant\n%s", got, want)
 	}
 
-	f.write("pgfault 11\nnew_counter 1\nbad-name 5\npgfault 12\nbroken\n")
+	f.Write("pgfault 11\nnew_counter 1\nbad-name 5\npgfault 12\nbroken\n")
 	got, err = f.sample()
 	if want := "node_vmstat_pgfault untyped 11\nnode_vmstat_new_counter untyped 1\n"; got != want {
 		t.Errorf("got\n%swant\n%s", got, want)
 	}
-	if err == nil || !strings.Contains(err.Error(), f.path+`: line 5 "broken"`) {
-		t.Errorf("error = %v, want it to name %s and line 5", err, f.path)
+	if err == nil || !strings.Contains(err.Error(), f.Path+`: line 5 "broken"`) {
+		t.Errorf("error = %v, want it to name %s and line 5", err, f.Path)
 	}
-	f.write("pgfault 11\nbad-name 5\n")
+	f.Write("pgfault 11\nbad-name 5\n")
 	if _, err := f.sample(); err == nil || !strings.Contains(err.Error(), `"bad-name" cannot be a metric name`) {
 		t.Errorf("bad name: error = %v", err)
 	}
-	f.write("pgfault 11\npgfault 12\n")
+	f.Write("pgfault 11\npgfault 12\n")
 	if _, err := f.sample(); err == nil || !strings.Contains(err.Error(), "field pgfault listed twice") {
 		t.Errorf("duplicate: error = %v", err)
 	}
 
-	if err := os.Remove(f.path); err != nil {
+	if err := os.Remove(f.Path); err != nil {
 		t.Fatal(err)
 	}
-	p, _ := testutil.NewPlugin(t, "vmstat", filepath.Dir(filepath.Dir(f.path)), nil)
+	p, _ := testutil.NewPlugin(t, "vmstat", filepath.Dir(filepath.Dir(f.Path)), nil)
 	var b metric.Batch
-	if err := p.Sample(context.Background(), time.Now(), &b); !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), f.path) {
+	if err := p.Sample(context.Background(), time.Now(), &b); !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), f.Path) {
 		t.Errorf("missing file: error = %v", err)
 	}
 }
@@ -280,7 +262,7 @@ func TestLinesMove(t *testing.T) {
 		{"a 7\nc 8\n", "node_vmstat_a untyped 7\nnode_vmstat_c untyped 8\n"},
 		{"a 9\nb 10\nc 11\n", "node_vmstat_a untyped 9\nnode_vmstat_b untyped 10\nnode_vmstat_c untyped 11\n"},
 	} {
-		f.write(tc.in)
+		f.Write(tc.in)
 		if got, err := f.sample(); err != nil || got != tc.want {
 			t.Errorf("read %q: got\n%swant\n%s(err %v)", tc.in, got, tc.want, err)
 		}
