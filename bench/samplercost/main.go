@@ -18,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -27,6 +28,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/vigil-hpc/vigil/internal/metric"
+	"github.com/vigil-hpc/vigil/internal/wire"
 )
 
 func main() {
@@ -40,6 +44,7 @@ func main() {
 	flag.StringVar(&c.plugins, "plugins", "cpu,memory,vmstat,load,netdev,diskstats,filesystem,self", "vigil plugins")
 	flag.StringVar(&c.root, "root", "/", "root of /proc and /sys for all three")
 	flag.IntVar(&c.runs, "runs", 1, "runs; more than one also prints medians")
+	flag.BoolVar(&c.upstream, "upstream", false, "also stream vigil's ticks over the wire to a receiver in this tool (which acknowledges and discards them)")
 	flag.Parse()
 	if err := c.run(); err != nil {
 		fmt.Fprintln(os.Stderr, "samplercost:", err)
@@ -51,6 +56,7 @@ type config struct {
 	vigilBin, neBin, floorSrc, cc, plugins, root string
 	duration, interval                           time.Duration
 	runs                                         int
+	upstream                                     bool
 	floorBin                                     string // built from floorSrc
 }
 
@@ -137,6 +143,16 @@ func (c *config) once() ([]named, error) {
 	}
 	procs := []*proc{{name: vigilName, addr: vaddr, bin: c.vigilBin,
 		args: []string{"--interval", c.interval.String(), "--plugins", c.plugins, "--root", c.root, "--listen", vaddr, "--log-level", "warn"}}}
+	if c.upstream {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		go func() {
+			_ = wire.Serve(ctx, ln, wire.ServerOptions{Log: slog.New(slog.DiscardHandler)}, discard{})
+		}()
+		procs[0].args = append(procs[0].args, "--upstream", ln.Addr().String())
+	}
 	if c.neBin != "" {
 		naddr, err := freeAddr()
 		if err != nil {
@@ -422,3 +438,14 @@ func fmtList(xs []float64) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// discard is the upstream of --upstream: the wire server acknowledges
+// what it decoded, and the ticks go nowhere.
+type discard struct{}
+
+func (discard) Connect(wire.Peer)                                 {}
+func (discard) Disconnect(wire.Peer, error)                       {}
+func (discard) Schema(string, []*metric.Desc)                     {}
+func (discard) Tick(string, time.Time, []*metric.Desc, []float64) {}
+func (discard) Gap(string, time.Time, time.Time)                  {}
+func (discard) NodeState(string, bool, time.Time)                 {}
