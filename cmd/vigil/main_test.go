@@ -260,10 +260,7 @@ func TestE2ENodeExporterParity(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
-	ne, err := exec.LookPath("prometheus-node-exporter")
-	if err != nil {
-		t.Skip("prometheus-node-exporter not installed (apt-get install prometheus-node-exporter)")
-	}
+	ne := testutil.LookPeer(t, "prometheus-node-exporter", "apt-get install prometheus-node-exporter")
 	root, _ := filepath.Abs("testdata/node1")
 	// A free port can be taken between our probe and node_exporter's bind,
 	// so try a few ports, and say why if node_exporter never answers.

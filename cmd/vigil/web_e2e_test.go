@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vigil-hpc/vigil/internal/testutil"
 )
 
 // webE2EEnv skips unless node, web/node_modules, Chromium and the built
@@ -23,21 +25,19 @@ func webE2EEnv(t *testing.T) string {
 	if testing.Short() {
 		t.Skip("browser end-to-end test skipped in -short mode")
 	}
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("browser test needs node on PATH")
-	}
+	testutil.LookPeer(t, "node", "browser test needs node on PATH")
 	webDir, err := filepath.Abs("../../web")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(webDir, "node_modules", "playwright-core")); err != nil {
-		t.Skip("browser test needs web/node_modules: run (cd web && npm ci)")
+		testutil.MissingPeer(t, "browser test needs web/node_modules: run (cd web && npm ci)")
 	}
 	if _, err := os.Stat("/usr/bin/chromium"); err != nil {
-		t.Skip("browser test needs /usr/bin/chromium: apt-get install chromium")
+		testutil.MissingPeer(t, "browser test needs /usr/bin/chromium: apt-get install chromium")
 	}
 	if _, err := os.Stat("../../internal/web/dist/index.html"); err != nil {
-		t.Skip("browser test needs the built dashboard: run make web")
+		testutil.MissingPeer(t, "browser test needs the built dashboard: run make web")
 	}
 	return webDir
 }
@@ -144,7 +144,7 @@ func TestWebDemoE2E(t *testing.T) {
 		}
 	}
 	if page, err := scrape(base + "/"); err != nil || !strings.Contains(page, "app.js") {
-		t.Skipf("this binary serves no dashboard (err %v): run make web before go test", err)
+		testutil.MissingPeer(t, "this binary serves no dashboard (err %v): run make web before go test", err)
 	}
 	t.Logf("demo ready: %v nodes up, %d log messages", up, accepted)
 

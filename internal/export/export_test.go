@@ -18,6 +18,7 @@ import (
 	"github.com/vigil-hpc/vigil/internal/export"
 	"github.com/vigil-hpc/vigil/internal/metric"
 	"github.com/vigil-hpc/vigil/internal/server"
+	"github.com/vigil-hpc/vigil/internal/testutil"
 )
 
 var base = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
@@ -228,12 +229,9 @@ func TestParquet(t *testing.T) {
 
 // TestPandas reads both formats with pandas, as an analyst would.
 func TestPandas(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not installed")
-	}
+	py := testutil.LookPeer(t, "python3", "apt-get install python3")
 	if err := exec.Command(py, "-c", "import pandas, pyarrow").Run(); err != nil {
-		t.Skip("pandas or pyarrow not installed (pip install pandas pyarrow)")
+		testutil.MissingPeer(t, "pandas or pyarrow not installed (pip install pandas pyarrow)")
 	}
 	srv := startServer(t)
 	dir := t.TempDir()

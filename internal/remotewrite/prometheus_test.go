@@ -21,6 +21,7 @@ import (
 
 	"github.com/vigil-hpc/vigil/internal/metric"
 	"github.com/vigil-hpc/vigil/internal/server"
+	"github.com/vigil-hpc/vigil/internal/testutil"
 	"github.com/vigil-hpc/vigil/internal/wire"
 )
 
@@ -59,7 +60,7 @@ func (l *lockedBuffer) String() string {
 func startPrometheus(t *testing.T) string {
 	t.Helper()
 	if _, err := os.Stat(prometheusBin); err != nil {
-		t.Skipf("%s not installed (apt-get install prometheus): %v", prometheusBin, err)
+		testutil.MissingPeer(t, "%s not installed (apt-get install prometheus): %v", prometheusBin, err)
 	}
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "prometheus.yml")

@@ -26,6 +26,7 @@ import (
 	"github.com/vigil-hpc/vigil/internal/metric"
 	"github.com/vigil-hpc/vigil/internal/query"
 	"github.com/vigil-hpc/vigil/internal/remotewrite"
+	"github.com/vigil-hpc/vigil/internal/testutil"
 	"github.com/vigil-hpc/vigil/internal/wire"
 )
 
@@ -357,13 +358,10 @@ func TestConfig(t *testing.T) {
 // TestPromtool drives the server with the real promtool, as an operator's
 // tooling would.
 func TestPromtool(t *testing.T) {
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Skip("promtool not installed (apt-get install prometheus); skipping the promtool end-to-end test")
-	}
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
+	promtool := testutil.LookPeer(t, "promtool", "apt-get install prometheus")
 	s, srv := startServer(t)
 	load := metric.NewDesc("node_load1", "1m load average.", metric.Gauge)
 	for i := range 4 {

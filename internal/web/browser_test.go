@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/vigil-hpc/vigil/internal/testutil"
 )
 
 const chromium = "/usr/bin/chromium"
@@ -22,21 +24,19 @@ func browserEnv(t *testing.T) string {
 	if testing.Short() {
 		t.Skip("browser test skipped in -short mode")
 	}
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("browser test needs node on PATH")
-	}
+	testutil.LookPeer(t, "node", "browser test needs node on PATH")
 	webDir, err := filepath.Abs("../../web")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(webDir, "node_modules", "playwright-core")); err != nil {
-		t.Skip("browser test needs web/node_modules: run (cd web && npm ci)")
+		testutil.MissingPeer(t, "browser test needs web/node_modules: run (cd web && npm ci)")
 	}
 	if _, err := os.Stat(chromium); err != nil {
-		t.Skip("browser test needs " + chromium + ": apt-get install chromium")
+		testutil.MissingPeer(t, "browser test needs %s: apt-get install chromium", chromium)
 	}
 	if _, err := fs.Stat(dist, "dist/index.html"); err != nil {
-		t.Skip("browser test needs the built UI: run make web")
+		testutil.MissingPeer(t, "browser test needs the built UI: run make web")
 	}
 	return webDir
 }

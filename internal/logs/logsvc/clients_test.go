@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vigil-hpc/vigil/internal/testutil"
 )
 
 // These tests send with the real clients an HPC site uses: util-linux
@@ -34,10 +36,7 @@ func TestLogger(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs logger")
 	}
-	bin, err := exec.LookPath("logger")
-	if err != nil {
-		t.Skip("logger (util-linux) not installed")
-	}
+	bin := testutil.LookPeer(t, "logger", "apt-get install bsdutils")
 	h := start(t, t.TempDir(), nil)
 	_, tcpPort, _ := strings.Cut(h.tcpAddr(), ":")
 	_, udpPort, _ := strings.Cut(h.udpAddr(), ":")
@@ -85,14 +84,11 @@ func TestRsyslogForwarding(t *testing.T) {
 	rsyslogd, err := exec.LookPath("rsyslogd")
 	if err != nil {
 		if _, err2 := os.Stat("/usr/sbin/rsyslogd"); err2 != nil {
-			t.Skip("rsyslogd not installed (apt-get install rsyslog)")
+			testutil.MissingPeer(t, "rsyslogd not installed (apt-get install rsyslog)")
 		}
 		rsyslogd = "/usr/sbin/rsyslogd"
 	}
-	logger, err := exec.LookPath("logger")
-	if err != nil {
-		t.Skip("logger not installed")
-	}
+	logger := testutil.LookPeer(t, "logger", "apt-get install bsdutils")
 	h := start(t, t.TempDir(), nil)
 	_, port, _ := strings.Cut(h.tcpAddr(), ":")
 	dir := t.TempDir()
