@@ -6,6 +6,7 @@ LDFLAGS   := -s -w -X github.com/vigil-hpc/vigil/internal/buildinfo.Version=$(VE
              -X github.com/vigil-hpc/vigil/internal/buildinfo.Revision=$(REVISION)
 FUZZTIME  ?= 10s
 BENCHTIME ?= 1s
+STATICCHECK ?= v0.8.2
 
 WEB_SRC   := $(shell find web/src web/package.json web/package-lock.json web/tsconfig.json web/build.mjs -type f 2>/dev/null)
 
@@ -23,7 +24,7 @@ internal/web/dist/index.html: $(WEB_SRC)
 	@if [ -f web/package.json ]; then cd web && npm ci --no-audit --no-fund && npm run build; \
 	else echo "no web/ sources yet"; fi
 
-test: build vet ## unit, fixture and end-to-end tests
+test: build lint ## lint, then unit, fixture and end-to-end tests
 	cd web && npm test
 	$(GO) test -count=1 ./...
 
@@ -56,7 +57,11 @@ fmt-check: ## fail if gofmt would change anything
 vet: ## go vet
 	$(GO) vet ./...
 
-lint: fmt-check vet ## static checks
+lint: fmt-check vet ## gofmt, vet, staticcheck, and no os/exec in sampler plugins
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK) ./...
+	@# Plugins run on every node every tick: they read files, never spawn programs.
+	@bad=$$($(GO) list -f '{{.ImportPath}}: {{join .Imports " "}}' ./internal/sampler/plugins/... | grep -w 'os/exec' || true); \
+	if [ -n "$$bad" ]; then echo "sampler plugins must not import os/exec:"; echo "$$bad"; exit 1; fi
 
 update-golden: ## rewrite every golden file from current output
 	$(GO) test -count=1 $$($(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... \

@@ -118,6 +118,7 @@ func appendCSVFloat(b []byte, v float64) []byte {
 // time (TIMESTAMP(MILLIS, UTC), required), node (UTF-8, required) and one
 // optional DOUBLE per series column, in that order; a missing cell is null.
 type parquetWriter struct {
+	//lint:ignore SA1019 the row-based Writer is the one API that takes a schema built at run time
 	w       *parquet.Writer
 	ncols   int
 	pending []parquet.Row

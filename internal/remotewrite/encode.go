@@ -24,7 +24,7 @@ const (
 	tagLabelName   = 1<<3 | 2
 	tagLabelValue  = 2<<3 | 2
 	tagSampleValue = 1<<3 | 1 // fixed 64-bit
-	tagSampleTime  = 2<<3 | 0 // varint
+	tagSampleTime  = 2 << 3   // varint (wire type 0)
 )
 
 // sample is one queued value. labels is the series' encoded label list,

@@ -118,14 +118,6 @@ func LoadConfig(path string) (Config, error) {
 	return *f.Sections["server"].(*Config), nil
 }
 
-func parseConfig(name string, data []byte, _ Config) (Config, error) {
-	f, err := config.Parse(name, data)
-	if err != nil {
-		return DefaultConfig(), err
-	}
-	return *f.Sections["server"].(*Config), nil
-}
-
 func (c Config) validate() error {
 	var errs []error
 	if c.HTTP == "" {

@@ -81,10 +81,7 @@ type Rollup struct {
 	mu sync.Mutex // serialises Step
 	// watermark (ms): every bucket before it is rolled up. Atomic so
 	// queries need not wait for a running pass.
-	watermark atomic.Int64
-	// rawStart, if set, replaces the raw store's oldest timestamp as the
-	// boundary between rollup and raw data (tests).
-	rawStart                           func() int64
+	watermark                          atomic.Int64
 	minutes, series, samples, rejected atomic.Uint64
 }
 

@@ -64,12 +64,12 @@ func ParseQuery(s string) (Query, error) {
 			rest := w[len(key)+2:] + s
 			e := strings.IndexByte(rest, '"')
 			if e < 0 {
-				return q, fmt.Errorf("unterminated quote after %s:", key)
+				return q, fmt.Errorf("unterminated quote after %s", key+":")
 			}
 			val, s = rest[:e], rest[e+1:]
 		}
 		if val == "" {
-			return q, fmt.Errorf("empty value for %s:", key)
+			return q, fmt.Errorf("empty value for %s", key+":")
 		}
 		switch strings.ToLower(key) {
 		case "host":

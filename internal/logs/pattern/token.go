@@ -225,8 +225,6 @@ func isUnitGroup(msg []byte, toks []token) bool {
 	return true
 }
 
-func isSpace(c byte) bool { return class[c]&cSpace != 0 }
-
 func hasDigit(b []byte) bool {
 	for _, c := range b {
 		if class[c]&cDigit != 0 {

@@ -252,7 +252,7 @@ func TestMountTableChanges(t *testing.T) {
 			if s.table != nil {
 				writeMountinfo(t, root, s.table...)
 			}
-			time.Sleep(t0.Add(s.at).Sub(time.Now()))
+			time.Sleep(time.Until(t0.Add(s.at)))
 			b := sample(t, p, time.Now())
 			if got := mountPoints(b); got != s.want || p.Workers() != s.workers {
 				t.Errorf("step %d: mounts %q workers %d, want %q and %d", i, got, p.Workers(), s.want, s.workers)

@@ -82,11 +82,11 @@ func ParseUID(data []byte) (uint32, error) {
 		}
 		var f [2][]byte
 		if n := kernfs.Fields(rest, f[:]); n < 2 {
-			return 0, fmt.Errorf("Uid line %q: want 4 ids", line)
+			return 0, fmt.Errorf("status line %q: want 4 ids", line)
 		}
 		v, err := kernfs.ParseUint(f[1])
 		if err != nil || v > math.MaxUint32 {
-			return 0, fmt.Errorf("Uid line %q: effective uid %q: %w", line, f[1], kernfs.ErrSyntax)
+			return 0, fmt.Errorf("status line %q: effective uid %q: %w", line, f[1], kernfs.ErrSyntax)
 		}
 		return uint32(v), nil
 	}
