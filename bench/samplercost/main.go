@@ -29,7 +29,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vigil-hpc/vigil/internal/metric"
 	"github.com/vigil-hpc/vigil/internal/wire"
 )
 
@@ -149,7 +148,7 @@ func (c *config) once() ([]named, error) {
 			return nil, err
 		}
 		go func() {
-			_ = wire.Serve(ctx, ln, wire.ServerOptions{Log: slog.New(slog.DiscardHandler)}, discard{})
+			_ = wire.Serve(ctx, ln, wire.ServerOptions{Log: slog.New(slog.DiscardHandler)}, wire.Discard{})
 		}()
 		procs[0].args = append(procs[0].args, "--upstream", ln.Addr().String())
 	}
@@ -438,14 +437,3 @@ func fmtList(xs []float64) string {
 	}
 	return strings.Join(parts, ", ")
 }
-
-// discard is the upstream of --upstream: the wire server acknowledges
-// what it decoded, and the ticks go nowhere.
-type discard struct{}
-
-func (discard) Connect(wire.Peer)                                 {}
-func (discard) Disconnect(wire.Peer, error)                       {}
-func (discard) Schema(string, []*metric.Desc)                     {}
-func (discard) Tick(string, time.Time, []*metric.Desc, []float64) {}
-func (discard) Gap(string, time.Time, time.Time)                  {}
-func (discard) NodeState(string, bool, time.Time)                 {}
