@@ -154,6 +154,18 @@ func (cs *ConnSet) remove(c net.Conn, host netip.Addr) {
 
 const reasonShutdown = "shutdown"
 
+// Interrupt refuses new connections and makes the pending and next reads
+// of the open ones fail at once with a timeout, so that their handlers
+// can finish (acknowledge, say goodbye) before CloseAll.
+func (cs *ConnSet) Interrupt() {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.closed = true
+	for c := range cs.conns {
+		_ = c.SetReadDeadline(time.Now())
+	}
+}
+
 // CloseAll closes the open connections and refuses new ones.
 func (cs *ConnSet) CloseAll() {
 	cs.mu.Lock()
