@@ -102,7 +102,7 @@ type fakeConn struct {
 	r io.Reader
 }
 
-func (c *fakeConn) Read(b []byte) (int, error)       { return c.r.Read(b) }
+func (c *fakeConn) Read(b []byte) (int, error)      { return c.r.Read(b) }
 func (c *fakeConn) SetReadDeadline(time.Time) error { return nil }
 
 // FuzzReader runs the connection reader over arbitrary bytes: it must end

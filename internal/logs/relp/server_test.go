@@ -124,7 +124,9 @@ func (c *client) open() {
 	c.expect(t, "rsp", "200 OK\n")
 }
 
-func msg(i int) string { return fmt.Sprintf("<13>2026-01-05T10:00:00.%06dZ cn01 app: message %d", i, i) }
+func msg(i int) string {
+	return fmt.Sprintf("<13>2026-01-05T10:00:00.%06dZ cn01 app: message %d", i, i)
+}
 
 // TestAckAfterCommit checks that a message is acknowledged only once the
 // sink has returned, and that acknowledgements come in order.
