@@ -53,6 +53,7 @@ type Config struct {
 	SyslogTLS     string   `toml:"syslog_tls"`
 	SyslogTLSCert string   `toml:"syslog_tls_cert"`
 	SyslogTLSKey  string   `toml:"syslog_tls_key"`
+	SyslogRELP    string   `toml:"syslog_relp"`
 	LogsRetention Duration `toml:"logs_retention"`
 	LogsMaxBytes  int64    `toml:"logs_max_bytes"`
 
@@ -200,6 +201,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.cfg.SyslogTLS, "syslog-tls", "", "receive syslog over TLS on this address (needs --syslog-tls-cert/-key)")
 	fs.StringVar(&f.cfg.SyslogTLSCert, "syslog-tls-cert", "", "PEM certificate for --syslog-tls")
 	fs.StringVar(&f.cfg.SyslogTLSKey, "syslog-tls-key", "", "PEM key for --syslog-tls")
+	fs.StringVar(&f.cfg.SyslogRELP, "syslog-relp", "", "receive syslog over RELP (rsyslog omrelp; acknowledged once stored) on this address (default: off)")
 	fs.StringVar(&f.cfg.Topology, "topology", "", "file of \"GROUP: host-list\" lines grouping nodes into racks for the dashboard")
 	fs.Var(&f.cfg.LogsRetention, "logs-retention", "drop log messages older than this (default: keep)")
 	f.cfg.Interval = d.Interval
@@ -248,6 +250,8 @@ func (f *flags) config(fs *flag.FlagSet) (Config, error) {
 			cfg.SyslogTLSCert = f.cfg.SyslogTLSCert
 		case "syslog-tls-key":
 			cfg.SyslogTLSKey = f.cfg.SyslogTLSKey
+		case "syslog-relp":
+			cfg.SyslogRELP = f.cfg.SyslogRELP
 		case "topology":
 			cfg.Topology = f.cfg.Topology
 		case "logs-retention":
