@@ -100,6 +100,10 @@ type Service struct {
 	scratch  []byte
 	recs     []logstore.Record
 	accepted uint64
+
+	// afterCommit, when set (by tests), runs after each group is stored
+	// and before its senders hear of it: the place a crash hurts most.
+	afterCommit func(accepted uint64)
 }
 
 type commit struct {
@@ -313,6 +317,9 @@ func (s *Service) commitLoop() {
 			}
 		}
 		err := s.commitGroup(group)
+		if s.afterCommit != nil {
+			s.afterCommit(s.accepted)
+		}
 		for _, c := range group {
 			c.done <- err
 		}
