@@ -53,9 +53,19 @@ type Config struct {
 	SyslogTLS     string   `toml:"syslog_tls"`
 	SyslogTLSCert string   `toml:"syslog_tls_cert"`
 	SyslogTLSKey  string   `toml:"syslog_tls_key"`
-	SyslogRELP    string   `toml:"syslog_relp"`
 	LogsRetention Duration `toml:"logs_retention"`
 	LogsMaxBytes  int64    `toml:"logs_max_bytes"`
+
+	// SyslogRELP receives RELP (rsyslog omrelp), acknowledged once stored.
+	SyslogRELP string `toml:"syslog_relp"`
+	// Syslog connection limits (TCP, TLS, RELP) and the UDP receive
+	// buffer; 0 takes the defaults of internal/logs/syslog, a negative
+	// cap disables it.
+	SyslogMaxConns        int      `toml:"syslog_max_conns"`
+	SyslogMaxConnsPerHost int      `toml:"syslog_max_conns_per_host"`
+	SyslogIdleTimeout     Duration `toml:"syslog_idle_timeout"`
+	SyslogFrameTimeout    Duration `toml:"syslog_frame_timeout"`
+	SyslogUDPBuffer       int      `toml:"syslog_udp_buffer"`
 
 	// RemoteWrite forwards what the tree sends to these Prometheus
 	// remote-write endpoints (issue 4; package remotewrite). A pointer

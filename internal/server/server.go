@@ -23,6 +23,7 @@ import (
 
 	"github.com/vigil-hpc/vigil/internal/ingest"
 	"github.com/vigil-hpc/vigil/internal/logs/logsvc"
+	"github.com/vigil-hpc/vigil/internal/logs/syslog"
 	"github.com/vigil-hpc/vigil/internal/query"
 	"github.com/vigil-hpc/vigil/internal/remotewrite"
 	"github.com/vigil-hpc/vigil/internal/store"
@@ -102,7 +103,9 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 			UDPAddr: cfg.SyslogUDP, TCPAddr: cfg.SyslogTCP, TLSAddr: cfg.SyslogTLS,
 			TLSCert: cfg.SyslogTLSCert, TLSKey: cfg.SyslogTLSKey, RELPAddr: cfg.SyslogRELP,
 			DataDir: filepath.Join(cfg.Data, "logs"), Retention: cfg.LogsRetention.D(), MaxBytes: cfg.LogsMaxBytes,
-			Registerer: s.reg,
+			Registerer: s.reg, UDPReadBuffer: cfg.SyslogUDPBuffer,
+			Limits: syslog.Limits{MaxConns: cfg.SyslogMaxConns, MaxConnsPerHost: cfg.SyslogMaxConnsPerHost,
+				IdleTimeout: cfg.SyslogIdleTimeout.D(), FrameTimeout: cfg.SyslogFrameTimeout.D()},
 		}, log.With("component", "logs"))
 		if err != nil {
 			s.Close()

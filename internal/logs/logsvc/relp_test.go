@@ -3,6 +3,7 @@ package logsvc
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -136,7 +137,11 @@ func testRsyslogRELPKill9(t *testing.T, afterCommit bool) {
 		rsyslogd = p
 	}
 	_, errBin := os.Stat(rsyslogd)
-	_, errMod := os.Stat("/usr/lib/x86_64-linux-gnu/rsyslog/omrelp.so")
+	mods, _ := filepath.Glob("/usr/lib/*/rsyslog/omrelp.so")
+	var errMod error
+	if len(mods) == 0 {
+		errMod = errors.New("no omrelp.so under /usr/lib/*/rsyslog")
+	}
 	if errBin != nil || errMod != nil {
 		if os.Getenv("VIGIL_REQUIRE_E2E") == "1" {
 			t.Fatalf("rsyslogd with omrelp needed (apt-get install rsyslog rsyslog-relp): %v %v", errBin, errMod)
