@@ -307,6 +307,19 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, set *ConnSet) string
 	defer s.stats.ConnsOpen.Add(-1)
 	peer := remoteAddr(c).String()
 	lim := set.Limits()
+	if tc, ok := c.(*tls.Conn); ok && lim.FrameTimeout > 0 {
+		// A handshake is a begun frame: it may not hold the slot for the
+		// idle timeout.
+		_ = c.SetDeadline(time.Now().Add(lim.FrameTimeout))
+		if err := tc.HandshakeContext(ctx); err != nil {
+			s.notes.Warn("tls handshake", "tls handshake failed", "peer", c.RemoteAddr().String(), "err", err)
+			if r := CloseReason(err, true); r != "" {
+				return r
+			}
+			return ""
+		}
+		_ = c.SetDeadline(time.Time{})
+	}
 	fr := NewFramer(c, s.cfg.MaxFrame)
 	fr.SetTimeouts(c, lim.IdleTimeout, lim.FrameTimeout)
 	// Grown as messages come, given back when the connection goes quiet:
