@@ -56,6 +56,17 @@ type Config struct {
 	LogsRetention Duration `toml:"logs_retention"`
 	LogsMaxBytes  int64    `toml:"logs_max_bytes"`
 
+	// SyslogRELP receives RELP (rsyslog omrelp), acknowledged once stored.
+	SyslogRELP string `toml:"syslog_relp"`
+	// Syslog connection limits (TCP, TLS, RELP) and the UDP receive
+	// buffer; 0 takes the defaults of internal/logs/syslog, a negative
+	// cap disables it.
+	SyslogMaxConns        int      `toml:"syslog_max_conns"`
+	SyslogMaxConnsPerHost int      `toml:"syslog_max_conns_per_host"`
+	SyslogIdleTimeout     Duration `toml:"syslog_idle_timeout"`
+	SyslogFrameTimeout    Duration `toml:"syslog_frame_timeout"`
+	SyslogUDPBuffer       int      `toml:"syslog_udp_buffer"`
+
 	// RemoteWrite forwards what the tree sends to these Prometheus
 	// remote-write endpoints (issue 4; package remotewrite). A pointer
 	// keeps Config comparable with ==.
@@ -192,6 +203,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.cfg.SyslogTLS, "syslog-tls", "", "receive syslog over TLS on this address (needs --syslog-tls-cert/-key)")
 	fs.StringVar(&f.cfg.SyslogTLSCert, "syslog-tls-cert", "", "PEM certificate for --syslog-tls")
 	fs.StringVar(&f.cfg.SyslogTLSKey, "syslog-tls-key", "", "PEM key for --syslog-tls")
+	fs.StringVar(&f.cfg.SyslogRELP, "syslog-relp", "", "receive syslog over RELP (rsyslog omrelp; acknowledged once stored) on this address (default: off)")
 	fs.StringVar(&f.cfg.Topology, "topology", "", "file of \"GROUP: host-list\" lines grouping nodes into racks for the dashboard")
 	fs.Var(&f.cfg.LogsRetention, "logs-retention", "drop log messages older than this (default: keep)")
 	f.cfg.Interval = d.Interval
@@ -240,6 +252,8 @@ func (f *flags) config(fs *flag.FlagSet) (Config, error) {
 			cfg.SyslogTLSCert = f.cfg.SyslogTLSCert
 		case "syslog-tls-key":
 			cfg.SyslogTLSKey = f.cfg.SyslogTLSKey
+		case "syslog-relp":
+			cfg.SyslogRELP = f.cfg.SyslogRELP
 		case "topology":
 			cfg.Topology = f.cfg.Topology
 		case "logs-retention":

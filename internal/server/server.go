@@ -18,10 +18,12 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/storage"
 
 	"github.com/vigil-hpc/vigil/internal/ingest"
 	"github.com/vigil-hpc/vigil/internal/logs/logsvc"
+	"github.com/vigil-hpc/vigil/internal/logs/syslog"
 	"github.com/vigil-hpc/vigil/internal/query"
 	"github.com/vigil-hpc/vigil/internal/remotewrite"
 	"github.com/vigil-hpc/vigil/internal/store"
@@ -48,6 +50,7 @@ type Server struct {
 	rwOut  *remotewrite.Writer // forwards ingested ticks (issue 4)
 	web    *web.Handler
 	logs   *logsvc.Service // nil unless syslog intake is configured
+	reg    *prometheus.Registry
 	mux    *http.ServeMux
 	closed bool
 }
@@ -68,6 +71,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: log, store: st, mux: http.NewServeMux()}
+	s.reg = prometheus.NewRegistry()
 	// Rollups (issue 4): queries reaching past the raw data read minute means.
 	var queryable storage.Queryable = st
 	if !cfg.DisableRollups {
@@ -94,11 +98,14 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	s.rw.forward = s.rwOut
 	s.mux.Handle("GET /api/v1/status/remote_write", s.rwOut.Handler())
 	s.api.Register(s.mux)
-	if cfg.SyslogUDP != "" || cfg.SyslogTCP != "" || cfg.SyslogTLS != "" {
+	if cfg.SyslogUDP != "" || cfg.SyslogTCP != "" || cfg.SyslogTLS != "" || cfg.SyslogRELP != "" {
 		s.logs, err = logsvc.New(logsvc.Config{
 			UDPAddr: cfg.SyslogUDP, TCPAddr: cfg.SyslogTCP, TLSAddr: cfg.SyslogTLS,
-			TLSCert: cfg.SyslogTLSCert, TLSKey: cfg.SyslogTLSKey,
+			TLSCert: cfg.SyslogTLSCert, TLSKey: cfg.SyslogTLSKey, RELPAddr: cfg.SyslogRELP,
 			DataDir: filepath.Join(cfg.Data, "logs"), Retention: cfg.LogsRetention.D(), MaxBytes: cfg.LogsMaxBytes,
+			Registerer: s.reg, UDPReadBuffer: cfg.SyslogUDPBuffer,
+			Limits: syslog.Limits{MaxConns: cfg.SyslogMaxConns, MaxConnsPerHost: cfg.SyslogMaxConnsPerHost,
+				IdleTimeout: cfg.SyslogIdleTimeout.D(), FrameTimeout: cfg.SyslogFrameTimeout.D()},
 		}, log.With("component", "logs"))
 		if err != nil {
 			s.Close()

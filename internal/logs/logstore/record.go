@@ -29,6 +29,7 @@ import (
 const (
 	FlagMalformed uint8 = 1 << iota
 	FlagTruncated
+	FlagRELP // received over RELP (acknowledged after the store had it)
 )
 
 // Record is one stored message.

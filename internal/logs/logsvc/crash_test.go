@@ -10,14 +10,22 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/vigil-hpc/vigil/internal/logs/logstore"
 )
 
-const childEnv = "VIGIL_LOGSVC_TEST_CHILD"
+const (
+	childEnv = "VIGIL_LOGSVC_TEST_CHILD"
+	relpEnv  = "VIGIL_LOGSVC_TEST_RELP" // the child's RELP address
+	// crashEnv makes the child SIGKILL itself once this many messages are
+	// stored, right after the commit and before any acknowledgement.
+	crashEnv = "VIGIL_LOGSVC_TEST_CRASH_AFTER"
+)
 
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(childEnv); dir != "" {
@@ -28,10 +36,17 @@ func TestMain(m *testing.M) {
 
 // runChild is the service as a separate process, to be killed by the test.
 func runChild(dir string) int {
-	svc, err := New(Config{TCPAddr: "127.0.0.1:0", DataDir: dir}, nil)
+	svc, err := New(Config{TCPAddr: "127.0.0.1:0", RELPAddr: os.Getenv(relpEnv), DataDir: dir}, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
+	}
+	if n, _ := strconv.ParseUint(os.Getenv(crashEnv), 10, 64); n > 0 {
+		svc.afterCommit = func(accepted uint64) {
+			if accepted >= n {
+				syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			}
+		}
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -92,6 +92,7 @@ type Stats struct {
 	Rejected    uint64         `json:"rejected_frames"`
 	UDPReceived uint64         `json:"udp_received"`
 	UDPDropped  uint64         `json:"udp_dropped"`
+	UDPKernel   uint64         `json:"udp_kernel_dropped"`
 	SinkErrors  uint64         `json:"store_errors"`
 	ConnsOpen   int64          `json:"connections_open"`
 	ConnsTotal  uint64         `json:"connections_total"`
@@ -108,6 +109,7 @@ func (s *Service) Stats() Stats {
 	return Stats{
 		Accepted: acc, Received: c.Received.Load(), Malformed: c.Malformed.Load(), Truncated: c.Truncated.Load(),
 		Rejected: c.Rejected.Load(), UDPReceived: c.UDPReceived.Load(), UDPDropped: c.UDPDropped.Load(),
+		UDPKernel:  c.UDPKernelDropped.Load(),
 		SinkErrors: c.SinkErrors.Load(), ConnsOpen: c.ConnsOpen.Load(), ConnsTotal: c.ConnsTotal.Load(),
 		Patterns: np, Store: s.store.Stats(),
 	}

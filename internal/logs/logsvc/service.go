@@ -17,8 +17,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/vigil-hpc/vigil/internal/logs/logstore"
 	"github.com/vigil-hpc/vigil/internal/logs/pattern"
+	"github.com/vigil-hpc/vigil/internal/logs/relp"
 	"github.com/vigil-hpc/vigil/internal/logs/syslog"
 )
 
@@ -29,7 +32,10 @@ type Config struct {
 	TLSAddr string // e.g. ":6514"; needs TLSCert and TLSKey
 	TLSCert string // PEM files
 	TLSKey  string
-	DataDir string // store segments and pattern state
+	// RELPAddr receives RELP (rsyslog omrelp), e.g. ":2514": messages are
+	// acknowledged once stored, so a sender loses none when we crash.
+	RELPAddr string
+	DataDir  string // store segments and pattern state
 
 	Retention    time.Duration // 0 keeps forever
 	MaxBytes     int64         // bound of the store on disk; 0 unbounded
@@ -40,6 +46,18 @@ type Config struct {
 	// SaveInterval is how often pattern state is written; default 30s.
 	// After a crash, messages stored since are mined again at start-up.
 	SaveInterval time.Duration
+
+	// Limits bound TCP, TLS and RELP connections (caps per listener and
+	// per source address, idle and frame timeouts); zero fields take the
+	// syslog package's defaults.
+	Limits syslog.Limits
+	// UDPReadBuffer is the UDP socket's receive buffer; default 8 MiB.
+	UDPReadBuffer int
+	// RELPDedup is how many recent RELP messages are remembered to
+	// recognise resends of stored ones; default 65536.
+	RELPDedup int
+	// Registerer takes the intake's metrics (vigil_syslog_*); nil: none.
+	Registerer prometheus.Registerer
 }
 
 // Validate checks the configuration without touching the system.
@@ -47,13 +65,13 @@ func (c *Config) Validate() error {
 	if c.DataDir == "" {
 		return errors.New("logs: data directory not set")
 	}
-	if c.UDPAddr == "" && c.TCPAddr == "" && c.TLSAddr == "" {
-		return errors.New("logs: no listener configured (udp, tcp or tls address)")
+	if c.UDPAddr == "" && c.TCPAddr == "" && c.TLSAddr == "" && c.RELPAddr == "" {
+		return errors.New("logs: no listener configured (udp, tcp, tls or relp address)")
 	}
 	if c.TLSAddr != "" && (c.TLSCert == "" || c.TLSKey == "") {
 		return errors.New("logs: tls address needs tls_cert and tls_key")
 	}
-	if c.Retention < 0 || c.MaxBytes < 0 || c.SegmentBytes < 0 || c.MaxFrame < 0 {
+	if c.Retention < 0 || c.MaxBytes < 0 || c.SegmentBytes < 0 || c.MaxFrame < 0 || c.UDPReadBuffer < 0 || c.RELPDedup < 0 {
 		return errors.New("logs: negative retention or size")
 	}
 	return nil
@@ -65,6 +83,8 @@ type Service struct {
 	log   *slog.Logger
 	store *logstore.Store
 	srv   *syslog.Server
+	relp  *relp.Server // nil without RELPAddr
+	dedup *relp.Dedup
 
 	commits chan *commit
 	stopped chan struct{} // closed when the committer has exited
@@ -80,6 +100,10 @@ type Service struct {
 	scratch  []byte
 	recs     []logstore.Record
 	accepted uint64
+
+	// afterCommit, when set (by tests), runs after each group is stored
+	// and before its senders hear of it: the place a crash hurts most.
+	afterCommit func(accepted uint64)
 }
 
 type commit struct {
@@ -138,15 +162,75 @@ func New(cfg Config, log *slog.Logger) (*Service, error) {
 		}
 		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
+	m := syslog.NewMetrics(cfg.Registerer)
 	s.srv = syslog.NewServer(syslog.Config{
 		UDPAddr: cfg.UDPAddr, TCPAddr: cfg.TCPAddr, TLSAddr: cfg.TLSAddr, TLSConfig: tlsCfg,
 		MaxFrame: cfg.MaxFrame, Location: cfg.Location,
+		UDPReadBuffer: cfg.UDPReadBuffer, Limits: cfg.Limits, Metrics: m,
 	}, s, log)
 	if err := s.srv.Listen(); err != nil {
 		st.Close()
 		return nil, err
 	}
+	if cfg.RELPAddr != "" {
+		if err := s.loadDedup(); err != nil {
+			s.srv.Close()
+			st.Close()
+			return nil, err
+		}
+		s.relp = relp.NewServer(relp.Config{
+			Addr: cfg.RELPAddr, MaxFrame: cfg.MaxFrame, Limits: cfg.Limits, Location: cfg.Location,
+			Metrics: m, Dedup: s.dedup,
+		}, s, log)
+		if err := s.relp.Listen(); err != nil {
+			s.srv.Close()
+			st.Close()
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// loadDedup remembers the last RELP messages in the store: those stored
+// just before a crash were not acknowledged, and their senders resend
+// them.
+func (s *Service) loadDedup() error {
+	n := s.cfg.RELPDedup
+	if n <= 0 {
+		n = 65536
+	}
+	s.dedup = relp.NewDedup(n)
+	// RELP messages are a part of the newest records; look at up to
+	// 4 times as many records as are remembered.
+	last := s.store.LastSeq()
+	after := last - min(last, uint64(4*n))
+	var m syslog.Message
+	for after < last {
+		recs, upTo, err := s.store.After(after, logstore.Query{}, 4096)
+		if err != nil {
+			return fmt.Errorf("logs: read recent relp messages: %w", err)
+		}
+		for i := range recs {
+			if r := &recs[i]; r.Flags&logstore.FlagRELP != 0 {
+				m = syslog.Message{Time: r.Time, Host: r.Host, App: r.App, ProcID: r.ProcID, MsgID: r.MsgID,
+					SD: r.SD, Text: r.Text, Facility: r.Facility, Severity: r.Severity}
+				s.dedup.Add(s.dedup.Key(&m))
+			}
+		}
+		if upTo == after {
+			break
+		}
+		after = upTo
+	}
+	return nil
+}
+
+// RELPAddr is the bound RELP address, nil when disabled.
+func (s *Service) RELPAddr() net.Addr {
+	if s.relp == nil {
+		return nil
+	}
+	return s.relp.Addr()
 }
 
 // Addrs returns the bound listener addresses (nil when disabled).
@@ -161,6 +245,12 @@ func (s *Service) Run(ctx context.Context) error {
 	go s.commitLoop()
 	srvDone := make(chan error, 1)
 	go func() { srvDone <- s.srv.Run(ctx) }()
+	relpDone := make(chan error, 1)
+	if s.relp != nil {
+		go func() { relpDone <- s.relp.Run(ctx) }()
+	} else {
+		relpDone <- nil
+	}
 	save := time.NewTicker(s.cfg.SaveInterval)
 	defer save.Stop()
 	retain := time.NewTicker(time.Minute)
@@ -179,7 +269,7 @@ func (s *Service) Run(ctx context.Context) error {
 			}
 		}
 	}
-	err := <-srvDone
+	err := errors.Join(<-srvDone, <-relpDone)
 	close(s.commits)
 	<-s.stopped
 	if e := s.save(); e != nil {
@@ -227,6 +317,9 @@ func (s *Service) commitLoop() {
 			}
 		}
 		err := s.commitGroup(group)
+		if s.afterCommit != nil {
+			s.afterCommit(s.accepted)
+		}
 		for _, c := range group {
 			c.done <- err
 		}
@@ -272,6 +365,9 @@ func toRecord(m *syslog.Message) logstore.Record {
 	}
 	if m.Truncated {
 		r.Flags |= logstore.FlagTruncated
+	}
+	if m.Reliable {
+		r.Flags |= logstore.FlagRELP
 	}
 	return r
 }

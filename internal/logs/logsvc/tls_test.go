@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vigil-hpc/vigil/internal/logs/syslog"
 )
 
 // selfSigned writes a certificate for 127.0.0.1 and returns the file
@@ -88,5 +90,33 @@ func TestConfigErrors(t *testing.T) {
 	_, err := New(Config{DataDir: t.TempDir(), TLSAddr: "127.0.0.1:0", TLSCert: "/nonexistent.pem", TLSKey: "/nonexistent.key"}, nil)
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent.pem") {
 		t.Errorf("missing certificate: %v", err)
+	}
+}
+
+// TestTLSStalledHandshakeClosed checks that a client that begins a TLS
+// handshake and stalls is closed after the frame timeout, not the much
+// longer idle timeout.
+func TestTLSStalledHandshakeClosed(t *testing.T) {
+	cert, key, _ := selfSigned(t, t.TempDir())
+	h := start(t, t.TempDir(), func(c *Config) {
+		c.TLSAddr, c.TLSCert, c.TLSKey = "127.0.0.1:0", cert, key
+		c.Limits = syslog.Limits{IdleTimeout: time.Minute, FrameTimeout: 300 * time.Millisecond}
+	})
+	_, _, addr := h.svc.Addrs()
+	conn, err := net.Dial("tcp", addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.Write([]byte{0x16, 0x03, 0x01}) // the start of a ClientHello
+	start := time.Now()
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := conn.Read(make([]byte, 1)); err == nil {
+		t.Fatal("read data from a stalled handshake")
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("stalled handshake not closed within 10 s")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("closed after %v", d)
 	}
 }

@@ -32,6 +32,9 @@ type Stats struct {
 	ConnsTotal  atomic.Uint64 // TCP and TLS connections accepted
 	SinkErrors  atomic.Uint64 // batches the sink refused (the connection is closed)
 	UDPReceived atomic.Uint64 // datagrams read
+	// UDPKernelDropped counts datagrams the kernel dropped (socket buffer
+	// full), as reported by SO_RXQ_OVFL with the next datagram read.
+	UDPKernelDropped atomic.Uint64
 }
 
 // Config selects the listeners; an empty address disables one.
@@ -44,6 +47,12 @@ type Config struct {
 	Location  *time.Location // zone of RFC 3164 timestamps; time.Local when nil
 	UDPQueue  int            // datagrams buffered before dropping; 8192 when 0
 	BatchSize int            // messages per Submit; 1024 when 0
+	// UDPReadBuffer is the socket's receive buffer in bytes (8 MiB when
+	// 0), which absorbs bursts; the kernel may cap it (net.core.rmem_max)
+	// unless the process may override that (CAP_NET_ADMIN).
+	UDPReadBuffer int
+	Limits        Limits   // TCP and TLS connections
+	Metrics       *Metrics // nil: counted but not registered anywhere
 }
 
 // Server runs the listeners of one Config.
@@ -57,8 +66,11 @@ type Server struct {
 	tcp   net.Listener
 	tlsLn net.Listener
 
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
+	m       *Metrics
+	notes   *Notes
+	tcpSet  *ConnSet
+	tlsSet  *ConnSet
+	udpSeen uint32 // last SO_RXQ_OVFL count, owned by readUDP
 }
 
 // NewServer returns a server; Listen binds its sockets.
@@ -75,7 +87,19 @@ func NewServer(cfg Config, sink Sink, log *slog.Logger) *Server {
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = 1024
 	}
-	return &Server{cfg: cfg, sink: sink, log: log, conns: map[net.Conn]struct{}{}}
+	if cfg.UDPReadBuffer <= 0 {
+		cfg.UDPReadBuffer = 8 << 20
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, sink: sink, log: log, m: cfg.Metrics, notes: NewNotes(log)}
+	s.tcpSet = NewConnSet(TransportTCP, cfg.Limits, s.m, s.notes, log)
+	s.tlsSet = NewConnSet(TransportTLS, cfg.Limits, s.m, s.notes, log)
+	return s
 }
 
 // Stats returns the live counters.
@@ -95,8 +119,13 @@ func (s *Server) Listen() error {
 		if s.udp, err = net.ListenUDP("udp", ua); err != nil {
 			return fmt.Errorf("syslog: listen udp %s: %w", a, err)
 		}
-		// A larger socket buffer absorbs bursts while the queue drains.
-		_ = s.udp.SetReadBuffer(8 << 20)
+		got, err := setReadBuffer(s.udp, s.cfg.UDPReadBuffer)
+		if err != nil || got < s.cfg.UDPReadBuffer {
+			s.log.Warn("udp receive buffer smaller than asked; raise net.core.rmem_max", "asked", s.cfg.UDPReadBuffer, "got", got, "err", err)
+		}
+		if err := enableDropCount(s.udp); err != nil {
+			s.log.Warn("kernel drops of udp datagrams cannot be counted", "err", err)
+		}
 	}
 	var err error
 	if a := s.cfg.TCPAddr; a != "" {
@@ -141,11 +170,8 @@ func (s *Server) Close() {
 	if s.tlsLn != nil {
 		s.tlsLn.Close()
 	}
-	s.mu.Lock()
-	for c := range s.conns {
-		c.Close()
-	}
-	s.mu.Unlock()
+	s.tcpSet.CloseAll()
+	s.tlsSet.CloseAll()
 }
 
 // Run serves until ctx is done, then closes everything and waits for the
@@ -158,12 +184,18 @@ func (s *Server) Run(ctx context.Context) error {
 		go func() { defer wg.Done(); defer close(q); s.readUDP(q) }()
 		go func() { defer wg.Done(); s.drainUDP(ctx, q) }()
 	}
-	for _, ln := range []net.Listener{s.tcp, s.tlsLn} {
-		if ln == nil {
+	for _, l := range []struct {
+		ln  net.Listener
+		set *ConnSet
+	}{{s.tcp, s.tcpSet}, {s.tlsLn, s.tlsSet}} {
+		if l.ln == nil {
 			continue
 		}
 		wg.Add(1)
-		go func() { defer wg.Done(); s.accept(ctx, ln, &wg) }()
+		go func() {
+			defer wg.Done()
+			l.set.Serve(ctx, l.ln, &wg, func(c net.Conn) string { return s.serveConn(ctx, c, l.set) })
+		}()
 	}
 	<-ctx.Done()
 	s.Close()
@@ -173,13 +205,20 @@ func (s *Server) Run(ctx context.Context) error {
 
 func (s *Server) readUDP(q chan<- Message) {
 	buf := make([]byte, s.cfg.MaxFrame)
+	oob := make([]byte, oobSize)
 	for {
-		n, addr, err := s.udp.ReadFromUDPAddrPort(buf)
+		n, oobn, _, addr, err := s.udp.ReadMsgUDPAddrPort(buf, oob)
 		if err != nil {
 			if !errors.Is(err, net.ErrClosed) {
 				s.log.Warn("udp read failed", "err", err)
 			}
 			return
+		}
+		if d := s.kernelDrops(oob[:oobn]); d > 0 {
+			s.stats.UDPKernelDropped.Add(uint64(d))
+			s.m.Dropped.WithLabelValues(TransportUDP, ReasonKernelOverflow).Add(float64(d))
+			s.notes.Warn("udp kernel overflow", "udp datagrams dropped by the kernel: socket buffer full",
+				"dropped", d, "buffer_bytes", s.cfg.UDPReadBuffer)
 		}
 		s.stats.UDPReceived.Add(1)
 		var m Message
@@ -191,8 +230,23 @@ func (s *Server) readUDP(q chan<- Message) {
 		case q <- m:
 		default:
 			s.stats.UDPDropped.Add(1)
+			s.m.Dropped.WithLabelValues(TransportUDP, ReasonQueueFull).Inc()
+			s.notes.Warn("udp queue full", "udp datagrams dropped: the store does not keep up", "queue", s.cfg.UDPQueue)
 		}
 	}
+}
+
+// kernelDrops returns how many datagrams the kernel dropped since the
+// last datagram that reported a count. The socket's counter arrives with
+// the next datagram that gets through.
+func (s *Server) kernelDrops(oob []byte) uint32 {
+	total, ok := parseDropCount(oob)
+	if !ok {
+		return 0
+	}
+	d := total - s.udpSeen // wraps like the kernel's counter
+	s.udpSeen = total
+	return d
 }
 
 // drainUDP batches queued datagrams into the sink. It uses a context that
@@ -214,97 +268,86 @@ func (s *Server) drainUDP(ctx context.Context, q <-chan Message) {
 				break fill
 			}
 		}
-		s.submit(sctx, batch)
+		s.submit(sctx, TransportUDP, batch)
+		clear(batch)
 	}
 }
 
-func (s *Server) submit(ctx context.Context, batch []Message) bool {
+func (s *Server) submit(ctx context.Context, transport string, batch []Message) bool {
+	var mal, trunc int
 	for i := range batch {
 		if batch[i].Malformed {
-			s.stats.Malformed.Add(1)
+			mal++
 		}
 		if batch[i].Truncated {
-			s.stats.Truncated.Add(1)
+			trunc++
 		}
 	}
+	s.stats.Malformed.Add(uint64(mal))
+	s.stats.Truncated.Add(uint64(trunc))
+	s.m.Malformed.WithLabelValues(transport).Add(float64(mal))
+	s.m.Truncated.WithLabelValues(transport).Add(float64(trunc))
 	if err := s.sink.Submit(ctx, batch); err != nil {
 		s.stats.SinkErrors.Add(1)
-		s.log.Warn("store refused messages", "err", err, "messages", len(batch))
+		s.m.Dropped.WithLabelValues(transport, ReasonStoreError).Add(float64(len(batch)))
+		s.notes.Warn("store error", "store refused messages", "err", err, "messages", len(batch), "transport", transport)
 		return false
 	}
 	s.stats.Received.Add(uint64(len(batch)))
+	s.m.Received.WithLabelValues(transport).Add(float64(len(batch)))
 	return true
 }
 
-func (s *Server) accept(ctx context.Context, ln net.Listener, wg *sync.WaitGroup) {
-	var delay time.Duration
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
-				return
+// serveConn reads one TCP or TLS connection until it ends and returns why
+// the server closed it ("" when the peer did).
+func (s *Server) serveConn(ctx context.Context, c net.Conn, set *ConnSet) string {
+	transport := set.transport
+	s.stats.ConnsOpen.Add(1)
+	s.stats.ConnsTotal.Add(1)
+	defer s.stats.ConnsOpen.Add(-1)
+	peer := remoteAddr(c).String()
+	lim := set.Limits()
+	if tc, ok := c.(*tls.Conn); ok && lim.FrameTimeout > 0 {
+		// A handshake is a begun frame: it may not hold the slot for the
+		// idle timeout.
+		_ = c.SetDeadline(time.Now().Add(lim.FrameTimeout))
+		if err := tc.HandshakeContext(ctx); err != nil {
+			s.notes.Warn("tls handshake", "tls handshake failed", "peer", c.RemoteAddr().String(), "err", err)
+			if r := CloseReason(err, true); r != "" {
+				return r
 			}
-			// Out of descriptors and the like: back off instead of spinning.
-			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-			s.log.Warn("accept failed", "err", err, "retry_in", delay)
-			select {
-			case <-time.After(delay):
-			case <-ctx.Done():
-				return
-			}
-			continue
+			return ""
 		}
-		delay = 0
-		s.mu.Lock()
-		if ctx.Err() != nil {
-			s.mu.Unlock()
-			c.Close()
-			return
-		}
-		s.conns[c] = struct{}{}
-		s.mu.Unlock()
-		s.stats.ConnsOpen.Add(1)
-		s.stats.ConnsTotal.Add(1)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.serveConn(ctx, c)
-			s.mu.Lock()
-			delete(s.conns, c)
-			s.mu.Unlock()
-			c.Close()
-			s.stats.ConnsOpen.Add(-1)
-		}()
+		_ = c.SetDeadline(time.Time{})
 	}
-}
-
-func (s *Server) serveConn(ctx context.Context, c net.Conn) {
-	peer := ""
-	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-		peer = ta.AddrPort().Addr().Unmap().String()
-	}
-	log := s.log.With("peer", c.RemoteAddr().String())
 	fr := NewFramer(c, s.cfg.MaxFrame)
-	batch := make([]Message, 0, s.cfg.BatchSize)
+	fr.SetTimeouts(c, lim.IdleTimeout, lim.FrameTimeout)
+	// Grown as messages come, given back when the connection goes quiet:
+	// an idle connection holds no batch.
+	var batch []Message
 	// Messages already read are submitted even after shutdown began.
 	sctx := context.WithoutCancel(ctx)
 	for {
 		frame, trunc, err := fr.Next()
 		if errors.Is(err, ErrRejected) {
 			s.stats.Rejected.Add(1)
-			log.Debug("frame rejected", "err", err)
+			s.m.Rejected.WithLabelValues(transport, ReasonTooLarge).Inc()
+			s.notes.Warn(transport+" too large", "frame rejected", "transport", transport, "peer", c.RemoteAddr().String(), "err", err)
 			continue
 		}
 		if err != nil {
 			if len(batch) > 0 {
-				s.submit(sctx, batch)
+				s.submit(sctx, transport, batch)
+			}
+			if reason := CloseReason(err, fr.Partial()); reason != "" {
+				return reason
 			}
 			if !errors.Is(err, net.ErrClosed) && !isEOF(err) {
-				log.Debug("connection ended", "err", err)
+				s.log.Debug("connection ended", "peer", c.RemoteAddr().String(), "err", err)
 			}
-			return
+			return ""
 		}
-		batch = batch[:len(batch)+1]
+		batch = append(batch, Message{})
 		m := &batch[len(batch)-1]
 		Parse(frame, time.Now(), s.cfg.Location, m)
 		m.Truncated = trunc
@@ -313,11 +356,15 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 		}
 		// Submit when the batch is full or nothing more is waiting, so a
 		// lone message is not held back for company.
-		if len(batch) == cap(batch) || fr.Buffered() == 0 {
-			if !s.submit(sctx, batch) {
-				return
+		if len(batch) == s.cfg.BatchSize || fr.Buffered() == 0 {
+			if !s.submit(sctx, transport, batch) {
+				return ReasonStoreError
 			}
+			clear(batch) // drop the frames' copies
 			batch = batch[:0]
+			if fr.Buffered() == 0 && cap(batch) > 16 {
+				batch = nil
+			}
 		}
 	}
 }

@@ -87,4 +87,7 @@ type Message struct {
 	Malformed bool
 	// Truncated marks a frame cut at the configured maximum size.
 	Truncated bool
+	// Reliable marks a message received over RELP (acknowledged once
+	// stored).
+	Reliable bool
 }
