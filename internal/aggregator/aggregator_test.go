@@ -2,6 +2,7 @@ package aggregator
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -281,5 +282,42 @@ func TestChildrenFileReload(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	if _, d := agg.Liveness().Counts(); d != 1 {
 		t.Errorf("after a bad file, down = %d, want the previous 1", d)
+	}
+}
+
+func TestLivenessBehindJudgedPerNode(t *testing.T) {
+	l := NewLiveness(300 * time.Millisecond)
+	t0 := time.Unix(1000, 0)
+	for i := range 50 {
+		l.Seen(fmt.Sprintf("n%02d", i), t0, t0.Add(5*time.Millisecond))
+	}
+	// Only the node whose clock is an hour slow keeps sending.
+	now := t0
+	for range 10 {
+		now = now.Add(100 * time.Millisecond)
+		l.Seen("slow", now.Add(-time.Hour), now)
+	}
+	if l.Behind() {
+		t.Fatal("one node with a slow clock made the receiver look behind")
+	}
+	if d := l.Sweep(now); len(d) != 50 {
+		t.Fatalf("%d stopped nodes marked down, want 50", len(d))
+	}
+	for _, s := range l.Snapshot() {
+		if s.Node == "slow" && (s.ClockOffset > -time.Hour+time.Second || s.ClockOffset < -time.Hour-time.Second) {
+			t.Errorf("clock offset of slow = %s, want about -1h", s.ClockOffset)
+		}
+	}
+	// When every node's ticks arrive a second later than usual, the
+	// receiver is behind.
+	for i := range 50 {
+		l.Seen(fmt.Sprintf("n%02d", i), now, now.Add(time.Second))
+	}
+	l.Seen("slow", now.Add(-time.Hour), now.Add(time.Second))
+	if !l.Behind() {
+		t.Fatal("all ticks a second late: want behind")
+	}
+	if l.Behind() {
+		t.Fatal("Behind does not reset")
 	}
 }
