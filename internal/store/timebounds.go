@@ -222,3 +222,39 @@ func repairFuture(db *tsdb.DB, dir string, cut, limit int64, log *slog.Logger) (
 	}
 	return true, nil
 }
+
+// AppendNodeGauge stores name{node=nodes[i]} = values[i] at t for every
+// node in one commit: per-node values the server computes itself (clock
+// offsets), not the nodes' ticks. Refused samples are counted and the
+// first is returned in a RejectedError; the rest are committed.
+func (s *Store) AppendNodeGauge(name string, t time.Time, nodes []string, values []float64) error {
+	if len(nodes) != len(values) {
+		return fmt.Errorf("store: append %s: %d nodes but %d values", name, len(nodes), len(values))
+	}
+	app := s.Appender(context.Background())
+	ts := t.UnixMilli()
+	var rej *RejectedError
+	for i, n := range nodes {
+		if n == "" {
+			continue
+		}
+		l := labels.FromStrings(labels.MetricName, name, NodeLabel, n)
+		if _, err := app.Append(0, l, ts, values[i]); err != nil {
+			if !sampleRejected(err) {
+				_ = app.Rollback()
+				return fmt.Errorf("store: append %s: %w", l, err)
+			}
+			if rej == nil {
+				rej = &RejectedError{Node: n, Total: len(nodes), First: fmt.Errorf("%s: %w", l, err)}
+			}
+			rej.Rejected++
+		}
+	}
+	if err := app.Commit(); err != nil {
+		return fmt.Errorf("store: commit %s: %w", name, err)
+	}
+	if rej != nil {
+		return rej
+	}
+	return nil
+}
