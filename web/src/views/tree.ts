@@ -7,7 +7,7 @@ import { h, type ViewHandle } from "../dom";
 type J = null | boolean | number | string | J[] | { [k: string]: J };
 
 const nameKeys = ["name", "id", "addr", "address"];
-const skip = new Set(["children", ...nameKeys, "up", "clock_skew"]);
+const skip = new Set(["children", ...nameKeys, "up", "clock_skew", "nodes_clock_skew"]);
 
 export function treeView(): ViewHandle {
   const body = h("div.tree", null, "loading…");
