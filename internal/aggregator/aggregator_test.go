@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -319,5 +320,57 @@ func TestLivenessBehindJudgedPerNode(t *testing.T) {
 	}
 	if l.Behind() {
 		t.Fatal("Behind does not reset")
+	}
+}
+
+// While a child whose clock is an hour slow streams its "late" ticks, 50
+// children that stopped are still reported down within about 3 intervals.
+func TestLaggingChildDoesNotStopDownDetection(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	up := &collector{ticks: map[string][]time.Time{}, values: map[string]float64{}}
+	uln := listen(t)
+	go wire.Serve(ctx, uln, wire.ServerOptions{Log: quiet()}, up)
+	const iv = 100 * time.Millisecond
+	agg, err := New(Config{Name: "agg-lag", Listen: "127.0.0.1:0", Upstream: []string{uln.Addr().String()}, Interval: iv, Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go agg.Run(ctx)
+	waitFor(t, "aggregator listening", 5*time.Second, func() bool { return agg.Addr() != "" })
+	d := metric.NewDesc("node_load1", "load", metric.Gauge)
+	for i := range 50 {
+		agg.Tick(fmt.Sprintf("cn%02d", i), time.Now(), []*metric.Desc{d}, []float64{1})
+	}
+	stopped := time.Now()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tk := time.NewTicker(iv / 4)
+		defer tk.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-tk.C:
+				agg.Tick("slow", now.Add(-time.Hour), []*metric.Desc{d}, []float64{1})
+			}
+		}
+	}()
+	waitFor(t, "50 stopped children reported down", 3*iv+3*time.Second, func() bool {
+		_, st := up.snapshot()
+		down := 0
+		for _, s := range st {
+			if strings.HasSuffix(s, " down") {
+				down++
+			}
+		}
+		return down == 50
+	})
+	if took := time.Since(stopped); took > 3*iv+time.Second {
+		t.Errorf("down reported after %v, want about 3 intervals (%v)", took, 3*iv)
 	}
 }
