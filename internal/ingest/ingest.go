@@ -108,10 +108,12 @@ func (h *Handler) Tick(node string, t time.Time, descs []*metric.Desc, values []
 	h.scratch.Put(s)
 	h.stats.Ticks.Add(1)
 	h.stats.Values.Add(uint64(len(values)))
-	if err != nil && !errors.Is(err, store.ErrTooFarInFuture) { // reported per node by judgeClocks
+	switch {
+	case err == nil:
+	case errors.Is(err, store.ErrTooFarInFuture):
+		h.stats.Errors.Add(1) // judgeClocks warns once per node
+	default:
 		h.fail("store append failed", err)
-	} else if err != nil {
-		h.stats.Errors.Add(1)
 	}
 }
 
