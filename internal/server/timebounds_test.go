@@ -5,6 +5,7 @@ import (
 	"flag"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/prometheus/prompb"
 
 	"github.com/vigil-hpc/vigil/internal/metric"
+	"github.com/vigil-hpc/vigil/internal/treestatus"
 	"github.com/vigil-hpc/vigil/internal/wire"
 )
 
@@ -58,7 +60,7 @@ func TestRemoteWriteFutureSampleRefused(t *testing.T) {
 // Over the wire, a node two hours fast is refused and flagged clock skew
 // (queryable), while the other node is stored.
 func TestStreamClockSkewFlagged(t *testing.T) {
-	_, srv, addr := startServerStream(t, true, func(c *Config) { c.Interval = Duration(100 * time.Millisecond) })
+	s, srv, addr := startServerStream(t, true, func(c *Config) { c.Interval = Duration(100 * time.Millisecond) })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c, err := wire.NewClient(wire.ClientOptions{Addrs: []string{addr}, Name: "agg1", Log: slog.New(slog.DiscardHandler)})
@@ -92,6 +94,15 @@ func TestStreamClockSkewFlagged(t *testing.T) {
 	}
 	if strings.Contains(got, `"node_load1","node":"fast"`) {
 		t.Errorf("samples of the fast node stored: %s", got)
+	}
+	// What `vigil tree status` and the dashboard's tree view show.
+	v, err := webSource{api: s.api}.Tree(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, ok := v.(*treestatus.Tree)
+	if !ok || tree.NodesClockSkew != 1 || tree.ClockSkew[0].Node != "fast" || math.Abs(tree.ClockSkew[0].OffsetSeconds-7200) > 1 {
+		t.Fatalf("tree: %#v, want fast listed about 7200 s ahead", v)
 	}
 }
 
