@@ -228,9 +228,9 @@ func (a *Aggregator) housekeeping(ctx context.Context) {
 			// When this aggregator is itself behind (ticks arriving late
 			// because it cannot keep up), silence says nothing about the
 			// children: judge them again once it has caught up.
-			if lag := time.Duration(a.maxLag.Load()); lag > a.cfg.Interval*3/2 {
+			if a.live.Behind() {
 				if !behind {
-					a.log.Warn("aggregator behind its children; not marking silent children down meanwhile", "lag", lag)
+					a.log.Warn("aggregator behind its children; not marking silent children down meanwhile", "lag", time.Duration(a.maxLag.Load()))
 					behind = true
 				}
 			} else {

@@ -2,11 +2,13 @@ package aggregator
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -281,5 +283,94 @@ func TestChildrenFileReload(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	if _, d := agg.Liveness().Counts(); d != 1 {
 		t.Errorf("after a bad file, down = %d, want the previous 1", d)
+	}
+}
+
+func TestLivenessBehindJudgedPerNode(t *testing.T) {
+	l := NewLiveness(300 * time.Millisecond)
+	t0 := time.Unix(1000, 0)
+	for i := range 50 {
+		l.Seen(fmt.Sprintf("n%02d", i), t0, t0.Add(5*time.Millisecond))
+	}
+	// Only the node whose clock is an hour slow keeps sending.
+	now := t0
+	for range 10 {
+		now = now.Add(100 * time.Millisecond)
+		l.Seen("slow", now.Add(-time.Hour), now)
+	}
+	if l.Behind() {
+		t.Fatal("one node with a slow clock made the receiver look behind")
+	}
+	if d := l.Sweep(now); len(d) != 50 {
+		t.Fatalf("%d stopped nodes marked down, want 50", len(d))
+	}
+	for _, s := range l.Snapshot() {
+		if s.Node == "slow" && (s.ClockOffset > -time.Hour+time.Second || s.ClockOffset < -time.Hour-time.Second) {
+			t.Errorf("clock offset of slow = %s, want about -1h", s.ClockOffset)
+		}
+	}
+	// When every node's ticks arrive a second later than usual, the
+	// receiver is behind.
+	for i := range 50 {
+		l.Seen(fmt.Sprintf("n%02d", i), now, now.Add(time.Second))
+	}
+	l.Seen("slow", now.Add(-time.Hour), now.Add(time.Second))
+	if !l.Behind() {
+		t.Fatal("all ticks a second late: want behind")
+	}
+	if l.Behind() {
+		t.Fatal("Behind does not reset")
+	}
+}
+
+// While a child whose clock is an hour slow streams its "late" ticks, 50
+// children that stopped are still reported down within about 3 intervals.
+func TestLaggingChildDoesNotStopDownDetection(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	up := &collector{ticks: map[string][]time.Time{}, values: map[string]float64{}}
+	uln := listen(t)
+	go wire.Serve(ctx, uln, wire.ServerOptions{Log: quiet()}, up)
+	const iv = 100 * time.Millisecond
+	agg, err := New(Config{Name: "agg-lag", Listen: "127.0.0.1:0", Upstream: []string{uln.Addr().String()}, Interval: iv, Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go agg.Run(ctx)
+	waitFor(t, "aggregator listening", 5*time.Second, func() bool { return agg.Addr() != "" })
+	d := metric.NewDesc("node_load1", "load", metric.Gauge)
+	for i := range 50 {
+		agg.Tick(fmt.Sprintf("cn%02d", i), time.Now(), []*metric.Desc{d}, []float64{1})
+	}
+	stopped := time.Now()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tk := time.NewTicker(iv / 4)
+		defer tk.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-tk.C:
+				agg.Tick("slow", now.Add(-time.Hour), []*metric.Desc{d}, []float64{1})
+			}
+		}
+	}()
+	waitFor(t, "50 stopped children reported down", 3*iv+3*time.Second, func() bool {
+		_, st := up.snapshot()
+		down := 0
+		for _, s := range st {
+			if strings.HasSuffix(s, " down") {
+				down++
+			}
+		}
+		return down == 50
+	})
+	if took := time.Since(stopped); took > 3*iv+time.Second {
+		t.Errorf("down reported after %v, want about 3 intervals (%v)", took, 3*iv)
 	}
 }

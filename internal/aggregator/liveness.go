@@ -15,14 +15,30 @@ type Liveness struct {
 	mu       sync.Mutex
 	nodes    map[string]*nodeState
 	expected map[string]bool
+	// Ticks since the last Behind call, and how many of them arrived
+	// later than their node's usual delay by more than DownAfter/2.
+	ticks, late int
 }
+
+// lagWindow is how long a node's smallest delay (tick timestamp to
+// arrival) is remembered as its usual delay, which is mostly its clock's
+// offset: a clock an hour slow makes every tick an hour "late" without
+// anything being behind.
+const lagWindow = time.Minute
 
 type nodeState struct {
 	up       bool
 	lastSeen time.Time // wall clock of the last tick received
 	lastTick time.Time // timestamp of that tick
 	since    time.Time // last change of up
+	// Smallest delay of the current and the previous lagWindow.
+	minLag, prevMinLag time.Duration
+	window             time.Time // start of the current lagWindow
 }
+
+// usualLag is the node's smallest recent delay; minus it is the estimate
+// of the node's clock offset.
+func (n *nodeState) usualLag() time.Duration { return min(n.minLag, n.prevMinLag) }
 
 // NodeStatus is a snapshot of one node.
 type NodeStatus struct {
@@ -32,6 +48,10 @@ type NodeStatus struct {
 	LastTick time.Time `json:"last_tick"`
 	Since    time.Time `json:"since"`
 	Expected bool      `json:"expected"`
+	// ClockOffset estimates how far the node's clock is ahead of this
+	// host's (negative: behind): minus its smallest recent delay from
+	// tick timestamp to arrival.
+	ClockOffset time.Duration `json:"clock_offset_ns"`
 }
 
 // NewLiveness marks a node down after downAfter of silence.
@@ -45,9 +65,20 @@ func (l *Liveness) Seen(node string, tick, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := l.nodes[node]
+	lag := now.Sub(tick)
 	if n == nil {
-		n = &nodeState{}
+		n = &nodeState{minLag: lag, prevMinLag: lag, window: now}
 		l.nodes[node] = n
+	}
+	switch {
+	case now.Sub(n.window) >= lagWindow:
+		n.prevMinLag, n.minLag, n.window = n.minLag, lag, now
+	case lag < n.minLag:
+		n.minLag = lag
+	}
+	l.ticks++
+	if lag-n.usualLag() > l.DownAfter/2 {
+		l.late++
 	}
 	n.lastSeen = now
 	if tick.After(n.lastTick) {
@@ -59,6 +90,19 @@ func (l *Liveness) Seen(node string, tick, now time.Time) bool {
 		return true
 	}
 	return false
+}
+
+// Behind tells whether most ticks since the last call arrived later than
+// usual for their node: then the receiver itself is behind (it cannot
+// keep up, or its upstream connection stalled), and silence says nothing
+// about the nodes. Lateness is judged against each node's own usual delay,
+// so a node whose clock is wrong never stops down detection for the others.
+func (l *Liveness) Behind() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	behind := l.late*2 > l.ticks
+	l.ticks, l.late = 0, 0
+	return behind
 }
 
 // SetExpected replaces the set of nodes the configuration lists; listed
@@ -119,7 +163,8 @@ func (l *Liveness) Snapshot() []NodeStatus {
 	defer l.mu.Unlock()
 	out := make([]NodeStatus, 0, len(l.nodes)+len(l.expected))
 	for name, n := range l.nodes {
-		out = append(out, NodeStatus{Node: name, Up: n.up, LastSeen: n.lastSeen, LastTick: n.lastTick, Since: n.since, Expected: l.expected[name]})
+		out = append(out, NodeStatus{Node: name, Up: n.up, LastSeen: n.lastSeen, LastTick: n.lastTick, Since: n.since, Expected: l.expected[name],
+			ClockOffset: -n.usualLag()})
 	}
 	for name := range l.expected {
 		if _, seen := l.nodes[name]; !seen {

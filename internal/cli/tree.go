@@ -87,6 +87,7 @@ func httpInstant(server string) treestatus.QueryFunc {
 
 func printTree(w io.Writer, server string, t *treestatus.Tree) {
 	fmt.Fprintf(w, "server %s: %d nodes up, %d down, %d aggregators\n", server, t.NodesUp, t.NodesDown, t.Aggregators)
+	printClockSkew(w, t)
 	var walk func(list []*treestatus.Aggregator, indent string)
 	walk = func(list []*treestatus.Aggregator, indent string) {
 		for i, a := range list {
@@ -108,4 +109,24 @@ func printTree(w io.Writer, server string, t *treestatus.Tree) {
 		}
 	}
 	walk(t.Children, "")
+}
+
+// printClockSkew lists the nodes whose clocks are off: their ticks are
+// refused (ahead) or land at the wrong time (behind).
+func printClockSkew(w io.Writer, t *treestatus.Tree) {
+	if t.NodesClockSkew == 0 {
+		return
+	}
+	fmt.Fprintf(w, "CLOCK SKEW: %d nodes (ticks refused or misplaced; fix their clocks)\n", t.NodesClockSkew)
+	for _, n := range t.ClockSkew {
+		d := time.Duration(n.OffsetSeconds * float64(time.Second)).Round(time.Second)
+		dir := "ahead"
+		if d < 0 {
+			d, dir = -d, "behind"
+		}
+		fmt.Fprintf(w, "  %s [clock skew] %s %s\n", n.Node, d, dir)
+	}
+	if more := t.NodesClockSkew - len(t.ClockSkew); more > 0 {
+		fmt.Fprintf(w, "  … and %d more\n", more)
+	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/vigil-hpc/vigil/internal/aggregator"
 	"github.com/vigil-hpc/vigil/internal/metric"
+	"github.com/vigil-hpc/vigil/internal/store"
 	"github.com/vigil-hpc/vigil/internal/wire"
 )
 
@@ -43,8 +44,8 @@ type Handler struct {
 	upDesc   *metric.Desc
 	stats    Stats
 
-	scratch sync.Pool    // *scratch: descs+values with up appended
-	maxLag  atomic.Int64 // largest arrival delay since the last sweep, ns
+	scratch sync.Pool // *scratch: descs+values with up appended
+	clocks  clocks    // per-node clock offsets and skew (skew.go)
 
 	mu      sync.Mutex
 	lastErr string
@@ -58,6 +59,12 @@ type scratch struct {
 // New returns a handler; interval is the nodes' sampling interval (a node
 // silent for 3 of them is down).
 func New(st Store, interval time.Duration, log *slog.Logger) *Handler {
+	return NewWithOptions(st, Options{Interval: interval, Logger: log})
+}
+
+// NewWithOptions returns a handler; see Options.
+func NewWithOptions(st Store, o Options) *Handler {
+	interval, log := o.Interval, o.Logger
 	if interval <= 0 {
 		interval = time.Second
 	}
@@ -70,6 +77,7 @@ func New(st Store, interval time.Duration, log *slog.Logger) *Handler {
 		upDesc: metric.NewDesc("up", "1 if the node is sending, 0 if it is down.", metric.Gauge),
 	}
 	h.scratch.New = func() any { return &scratch{} }
+	h.initClocks(o)
 	return h
 }
 
@@ -92,11 +100,7 @@ func (h *Handler) fail(what string, err error) {
 
 // Tick implements wire.Handler: store the tick with up=1.
 func (h *Handler) Tick(node string, t time.Time, descs []*metric.Desc, values []float64) {
-	now := time.Now()
-	h.live.Seen(node, t, now)
-	if lag := int64(now.Sub(t)); lag > h.maxLag.Load() {
-		h.maxLag.Store(lag) // racy max: good enough for a health judgement
-	}
+	h.live.Seen(node, t, time.Now())
 	s := h.scratch.Get().(*scratch)
 	s.descs = append(append(s.descs[:0], descs...), h.upDesc)
 	s.values = append(append(s.values[:0], values...), 1)
@@ -104,7 +108,11 @@ func (h *Handler) Tick(node string, t time.Time, descs []*metric.Desc, values []
 	h.scratch.Put(s)
 	h.stats.Ticks.Add(1)
 	h.stats.Values.Add(uint64(len(values)))
-	if err != nil {
+	switch {
+	case err == nil:
+	case errors.Is(err, store.ErrTooFarInFuture):
+		h.stats.Errors.Add(1) // judgeClocks warns once per node
+	default:
 		h.fail("store append failed", err)
 	}
 }
@@ -112,7 +120,7 @@ func (h *Handler) Tick(node string, t time.Time, descs []*metric.Desc, values []
 // Gap implements wire.Handler: lost ticks show as missing data.
 func (h *Handler) Gap(node string, from, to time.Time) {
 	h.stats.Gaps.Add(1)
-	if err := h.store.Gap(node, from, to); err != nil {
+	if err := h.store.Gap(node, from, to); err != nil && !errors.Is(err, store.ErrTooFarInFuture) { // a clock-skew node: judgeClocks reports it
 		h.fail("store gap failed", err)
 	}
 }
@@ -154,10 +162,12 @@ func (h *Handler) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
+			h.judgeClocks(now)
 			// While ingest itself is behind, silence says nothing about
-			// the nodes; judge them once it has caught up.
-			if lag := time.Duration(h.maxLag.Swap(0)); lag > h.interval*3/2 {
-				h.log.Debug("ingest behind; not marking nodes down", "lag", lag)
+			// the nodes; judge them once it has caught up. Lateness is
+			// judged per node, so one wrong clock never stops this.
+			if h.live.Behind() {
+				h.log.Debug("ingest behind; not marking nodes down")
 				continue
 			}
 			newlyDown := map[string]bool{}

@@ -32,6 +32,10 @@ type Config struct {
 	Retention        Duration `toml:"retention"`
 	RetentionBytes   int64    `toml:"retention_bytes"`
 	OutOfOrderWindow Duration `toml:"out_of_order_window"`
+	// MaxFuture refuses samples further ahead of the server's clock; a
+	// node whose clock is off by more is flagged as clock skew
+	// (0: store.DefaultMaxFuture, 10m).
+	MaxFuture Duration `toml:"max_future"`
 	// RollupRetention keeps one-minute min/max/mean/count rollups this
 	// long beside the raw data (Retention); 0 means 400d. Both zero
 	// values mean rollups on, so old configs get them.
@@ -142,7 +146,7 @@ func (c Config) validate() error {
 		n   int64
 	}{
 		{"interval", int64(c.Interval)}, {"retention", int64(c.Retention)}, {"retention_bytes", c.RetentionBytes},
-		{"out_of_order_window", int64(c.OutOfOrderWindow)}, {"rollup_retention", int64(c.RollupRetention)}, {"query_timeout", int64(c.QueryTimeout)},
+		{"out_of_order_window", int64(c.OutOfOrderWindow)}, {"max_future", int64(c.MaxFuture)}, {"rollup_retention", int64(c.RollupRetention)}, {"query_timeout", int64(c.QueryTimeout)},
 		{"query_max_samples", int64(c.QueryMaxSamples)}, {"query_max_concurrent", int64(c.QueryMaxConcurrent)},
 	} {
 		if v.n < 0 {
@@ -213,6 +217,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.Var(&f.cfg.Retention, "retention", "drop data older than this (e.g. 15d)")
 	fs.Var(&f.cfg.RollupRetention, "rollup-retention", "keep 1-minute rollups this long (default 400d)")
 	fs.BoolVar(&f.cfg.DisableRollups, "disable-rollups", false, "keep no 1-minute rollups; queries see raw data only")
+	fs.Var(&f.cfg.MaxFuture, "max-future", "refuse samples more than this ahead of the server's clock; nodes whose clocks are off by more are flagged clock skew (default 10m)")
 	fs.Int64Var(&f.cfg.RetentionBytes, "retention-bytes", 0, "drop oldest blocks beyond this many bytes (0: no limit)")
 	fs.Var(&f.cfg.QueryTimeout, "query-timeout", "maximum time one query may take (default 2m)")
 	fs.IntVar(&f.cfg.QueryMaxSamples, "query-max-samples", 0, "maximum samples one query may load (default 50000000)")
@@ -266,6 +271,8 @@ func (f *flags) config(fs *flag.FlagSet) (Config, error) {
 			cfg.RollupRetention = f.cfg.RollupRetention
 		case "disable-rollups":
 			cfg.DisableRollups = f.cfg.DisableRollups
+		case "max-future":
+			cfg.MaxFuture = f.cfg.MaxFuture
 		case "retention-bytes":
 			cfg.RetentionBytes = f.cfg.RetentionBytes
 		case "query-timeout":

@@ -175,8 +175,7 @@ func (rw *RemoteWrite) append(r *http.Request, req *prompb.WriteRequest) error {
 				if rw.forward != nil {
 					fwd.T, fwd.V = append(fwd.T, s.Timestamp), append(fwd.V, s.Value)
 				}
-			case errors.Is(err, storage.ErrOutOfOrderSample), errors.Is(err, storage.ErrOutOfBounds),
-				errors.Is(err, storage.ErrTooOldSample), errors.Is(err, storage.ErrDuplicateSampleForTimestamp):
+			case store.SampleRejected(err): // too far ahead, out of order, too old, duplicate
 				reject(fmt.Errorf("series %s at %d: %w", lset, s.Timestamp, err))
 			default:
 				_ = app.Rollback()

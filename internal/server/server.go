@@ -50,8 +50,8 @@ type Server struct {
 	rwOut  *remotewrite.Writer // forwards ingested ticks (issue 4)
 	web    *web.Handler
 	logs   *logsvc.Service // nil unless syslog intake is configured
-	reg    *prometheus.Registry
 	mux    *http.ServeMux
+	reg    *prometheus.Registry
 	closed bool
 }
 
@@ -60,18 +60,21 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	s := &Server{cfg: cfg, log: log, mux: http.NewServeMux()}
+	s.reg = prometheus.NewRegistry()
 	st, err := store.Open(store.Options{
 		Dir:              cfg.Data,
 		Retention:        cfg.Retention.D(),
 		MaxBytes:         cfg.RetentionBytes,
 		OutOfOrderWindow: cfg.OutOfOrderWindow.D(),
+		MaxFuture:        cfg.MaxFuture.D(),
+		Registerer:       s.reg,
 		Logger:           log.With("component", "store"),
 	})
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, store: st, mux: http.NewServeMux()}
-	s.reg = prometheus.NewRegistry()
+	s.store = st
 	// Rollups (issue 4): queries reaching past the raw data read minute means.
 	var queryable storage.Queryable = st
 	if !cfg.DisableRollups {
@@ -190,7 +193,8 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 		if len(s.cfg.remoteWrite()) > 0 {
 			ist = s.rwOut.Tap(s.store)
 		}
-		h := ingest.New(ist, s.cfg.Interval.D(), s.log)
+		h := ingest.NewWithOptions(ist, ingest.Options{Interval: s.cfg.Interval.D(), MaxClockOffset: s.cfg.MaxFuture.D(),
+			Offsets: s.store, Registerer: s.reg, Logger: s.log})
 		g.Go(func() error { h.Run(gctx); return nil })
 		g.Go(func() error {
 			return wire.Serve(gctx, streamLn, wire.ServerOptions{Key: key, Name: "server", Log: s.log}, h)

@@ -79,7 +79,7 @@ func (w webSource) Tree(ctx context.Context) (any, error) {
 		}
 		return nil, fmt.Errorf("tree: %w", err)
 	}
-	if t.Aggregators == 0 {
+	if t.Aggregators == 0 && t.NodesClockSkew == 0 {
 		return nil, nil
 	}
 	return t, nil

@@ -28,7 +28,7 @@ func Example() {
 
 	// Descriptors live as long as the series; the store caches by pointer.
 	load := metric.NewDesc("node_load1", "1m load average.", metric.Gauge)
-	t0 := time.Unix(1_800_000_000, 0)
+	t0 := time.Unix(1_700_000_000, 0) // the past: the store refuses samples more than 10 min ahead
 	for i := range 3 {
 		t := t0.Add(time.Duration(i) * time.Second)
 		if err := s.AppendTick("cn01", t, []*metric.Desc{load}, []float64{0.5 * float64(i)}); err != nil {

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/storage"
@@ -76,7 +77,12 @@ type Options struct {
 	// (0: DefaultSamplesPerChunk). Each chunk repeats a full timestamp and
 	// value and has its own header and index entry, about 25 bytes.
 	SamplesPerChunk int
-	Logger          *slog.Logger
+	// MaxFuture refuses samples more than this ahead of the server's
+	// clock (0: DefaultMaxFuture); see timebounds.go.
+	MaxFuture time.Duration
+	// Registerer gets the store's metrics (nil: not registered).
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
 }
 
 // Metadata is the HELP/TYPE information of one metric name.
@@ -102,6 +108,8 @@ type Store struct {
 	rejected atomic.Uint64
 	gaps     atomic.Uint64
 	unscaled atomic.Uint64 // samples of scaled metrics stored in twins
+	rejects  *rejections
+	now      func() time.Time // the server's clock, for the time bounds
 }
 
 // nodeCache holds the series references of one node. Its mutex is held for
@@ -127,8 +135,11 @@ func Open(opts Options) (*Store, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("store: no data directory given")
 	}
-	if opts.Retention < 0 || opts.MaxBytes < 0 || opts.OutOfOrderWindow < 0 || opts.MaxCachedSeries < 0 || opts.CacheIdle < 0 || opts.MaxMetadata < 0 || opts.SamplesPerChunk < 0 {
-		return nil, errors.New("store: negative retention, size, window, chunk size or cache bound")
+	if opts.Retention < 0 || opts.MaxBytes < 0 || opts.OutOfOrderWindow < 0 || opts.MaxCachedSeries < 0 || opts.CacheIdle < 0 || opts.MaxMetadata < 0 || opts.SamplesPerChunk < 0 || opts.MaxFuture < 0 {
+		return nil, errors.New("store: negative retention, size, window, chunk size, cache bound or future limit")
+	}
+	if opts.MaxFuture == 0 {
+		opts.MaxFuture = DefaultMaxFuture
 	}
 	if opts.SamplesPerChunk == 0 {
 		opts.SamplesPerChunk = DefaultSamplesPerChunk
@@ -162,14 +173,27 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", opts.Dir, err)
 	}
-	return &Store{
+	start := time.Now()
+	repaired, err := repairFuture(db, opts.Dir, start.UnixMilli(), start.Add(opts.MaxFuture).UnixMilli(), opts.Logger)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	if repaired {
+		if db, err = tsdb.Open(opts.Dir, opts.Logger.With("component", "tsdb"), nil, to, nil); err != nil {
+			return nil, fmt.Errorf("store: reopen %s after dropping future samples: %w", opts.Dir, err)
+		}
+	}
+	s := &Store{
 		scaled: scaled,
 		db:     db,
 		log:    opts.Logger,
 		opts:   opts,
 		nodes:  map[string]*nodeCache{},
 		meta:   map[string]Metadata{},
-	}, nil
+	}
+	s.rejects, s.now = newRejections(opts.Registerer), time.Now
+	return s, nil
 }
 
 // Close flushes and closes the database.
@@ -196,9 +220,9 @@ func (s *Store) Querier(mint, maxt int64) (storage.Querier, error) {
 // label sets (remote write). The caller must Commit or Rollback it.
 func (s *Store) Appender(ctx context.Context) storage.Appender {
 	if !s.scaled {
-		return s.db.Appender(ctx)
+		return boundedAppender{Appender: s.db.Appender(ctx), s: s}
 	}
-	return scaledAppender{Appender: s.db.Appender(ctx), s: s}
+	return boundedAppender{Appender: scaledAppender{Appender: s.db.Appender(ctx), s: s}, s: s}
 }
 
 // RejectedError reports samples the TSDB refused (out of order, duplicate
@@ -220,7 +244,7 @@ func (e *RejectedError) Unwrap() error { return e.First }
 // sampleRejected tells per-sample refusals (skip and count) from failures
 // of the whole append.
 func sampleRejected(err error) bool {
-	return errors.Is(err, storage.ErrOutOfOrderSample) || errors.Is(err, storage.ErrOutOfBounds) ||
+	return errors.Is(err, ErrTooFarInFuture) || errors.Is(err, storage.ErrOutOfOrderSample) || errors.Is(err, storage.ErrOutOfBounds) ||
 		errors.Is(err, storage.ErrTooOldSample) || errors.Is(err, storage.ErrDuplicateSampleForTimestamp)
 }
 
@@ -235,11 +259,14 @@ func (s *Store) AppendTick(node string, t time.Time, descs []*metric.Desc, value
 	if len(descs) != len(values) {
 		return fmt.Errorf("store: append tick for node %q: %d descriptors but %d values", node, len(descs), len(values))
 	}
+	ts := t.UnixMilli()
+	if err := s.refuseFuture(node, ts, len(descs)); err != nil {
+		return err
+	}
 	nc := s.node(node)
 	nc.mu.Lock()
 	defer nc.mu.Unlock()
 	nc.lastUsed = time.Now()
-	ts := t.UnixMilli()
 	app := s.db.Appender(context.Background())
 	var rej *RejectedError
 	for i, d := range descs {
@@ -271,6 +298,7 @@ func (s *Store) AppendTick(node string, t time.Time, descs []*metric.Desc, value
 				rej = &RejectedError{Node: node, Total: len(descs), First: fmt.Errorf("%s: %w", sr.lset, err)}
 			}
 			rej.Rejected++
+			s.rejects.add(rejectReason(err), node, 1)
 		default:
 			_ = app.Rollback()
 			return fmt.Errorf("store: append %s: %w", sr.lset, err)
@@ -305,6 +333,9 @@ func (s *Store) SetUp(node string, t time.Time, up bool) error {
 	if node == "" {
 		return errors.New("store: set up: empty node name")
 	}
+	if err := s.refuseFuture(node, t.UnixMilli(), 1); err != nil {
+		return err
+	}
 	nc := s.node(node)
 	nc.mu.Lock()
 	defer nc.mu.Unlock()
@@ -321,6 +352,7 @@ func (s *Store) SetUp(node string, t time.Time, up bool) error {
 		_ = app.Rollback()
 		if sampleRejected(err) {
 			s.rejected.Add(1)
+			s.rejects.add(rejectReason(err), node, 1)
 		}
 		return fmt.Errorf("store: append %s: %w", nc.up.lset, err)
 	}
@@ -343,10 +375,13 @@ func (s *Store) Gap(node string, from, to time.Time) error {
 	if !to.After(from) {
 		return fmt.Errorf("store: gap of node %q: end %s not after start %s", node, to.Format(time.RFC3339Nano), from.Format(time.RFC3339Nano))
 	}
+	ts := from.UnixMilli()
+	if err := s.tooFar(ts); err != nil {
+		return fmt.Errorf("store: gap of node %q: %w", node, err)
+	}
 	nc := s.node(node)
 	nc.mu.Lock()
 	defer nc.mu.Unlock()
-	ts := from.UnixMilli()
 	q, err := s.db.Querier(ts-staleLookback.Milliseconds(), math.MaxInt64)
 	if err != nil {
 		return fmt.Errorf("store: gap of node %q: %w", node, err)

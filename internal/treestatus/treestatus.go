@@ -5,6 +5,7 @@ package treestatus
 
 import (
 	"context"
+	"math"
 	"net"
 	"sort"
 	"strings"
@@ -43,7 +44,28 @@ type Tree struct {
 	NodesDown   int           `json:"nodes_down"`
 	Aggregators int           `json:"aggregators"`
 	Children    []*Aggregator `json:"children"`
+	// ClockSkew lists the nodes (and aggregators) whose clocks are off by
+	// more than the server's max_future: their ticks are refused or land
+	// at the wrong time. At most MaxClockSkewListed, largest offset first;
+	// NodesClockSkew counts them all.
+	NodesClockSkew int         `json:"nodes_clock_skew"`
+	ClockSkew      []NodeClock `json:"clock_skew,omitempty"`
 }
+
+// NodeClock is a node in the clock-skew state.
+type NodeClock struct {
+	Node string `json:"node"`
+	// OffsetSeconds is how far the node's clock is ahead of the server's
+	// (negative: behind).
+	OffsetSeconds float64 `json:"offset_seconds"`
+}
+
+// MaxClockSkewListed bounds Tree.ClockSkew.
+const MaxClockSkewListed = 100
+
+// clockSkewQuery selects the offsets of the nodes the server flags
+// (package ingest stores both series every interval).
+const clockSkewQuery = "vigil_node_clock_offset_seconds and on(node) (vigil_node_clock_skew == 1)"
 
 // Build queries the aggregators' health and links each to its parent: the
 // aggregator whose listen address matches one of its upstream addresses,
@@ -105,6 +127,23 @@ func Build(ctx context.Context, q QueryFunc) (*Tree, error) {
 		} else {
 			t.NodesDown++
 		}
+	}
+	skew, err := q(ctx, clockSkewQuery)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range skew {
+		if n := s.Labels["node"]; n != "" {
+			t.ClockSkew = append(t.ClockSkew, NodeClock{Node: n, OffsetSeconds: s.Value})
+		}
+	}
+	t.NodesClockSkew = len(t.ClockSkew)
+	sort.Slice(t.ClockSkew, func(i, j int) bool {
+		a, b := math.Abs(t.ClockSkew[i].OffsetSeconds), math.Abs(t.ClockSkew[j].OffsetSeconds)
+		return a > b || a == b && t.ClockSkew[i].Node < t.ClockSkew[j].Node
+	})
+	if len(t.ClockSkew) > MaxClockSkewListed {
+		t.ClockSkew = t.ClockSkew[:MaxClockSkewListed]
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
 	for _, a := range all {

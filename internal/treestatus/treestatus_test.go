@@ -35,6 +35,7 @@ func TestBuild(t *testing.T) {
 			{Labels: lbl("node", "cn1"), Value: 1}, {Labels: lbl("node", "cn2"), Value: 0},
 			{Labels: lbl("node", "l1a"), Value: 1}, {Labels: lbl("node", "l2"), Value: 1},
 		},
+		clockSkewQuery: {{Labels: lbl("node", "slow"), Value: -3600}, {Labels: lbl("node", "fast"), Value: 7200}},
 	})
 	tr, err := Build(context.Background(), q)
 	if err != nil {
@@ -42,6 +43,9 @@ func TestBuild(t *testing.T) {
 	}
 	if tr.NodesUp != 1 || tr.NodesDown != 1 || tr.Aggregators != 3 {
 		t.Errorf("counts %+v", tr)
+	}
+	if tr.NodesClockSkew != 2 || len(tr.ClockSkew) != 2 || tr.ClockSkew[0] != (NodeClock{"fast", 7200}) || tr.ClockSkew[1] != (NodeClock{"slow", -3600}) {
+		t.Errorf("clock skew %d %+v, want fast +2h then slow -1h", tr.NodesClockSkew, tr.ClockSkew)
 	}
 	if len(tr.Children) != 1 || tr.Children[0].Name != "l2" {
 		t.Fatalf("root children %+v, want [l2]", tr.Children)

@@ -96,6 +96,9 @@ func (c *fakeCluster) Tree(ctx context.Context) (any, error) {
 	}
 	return map[string]any{
 		"name": "server", "up": true, "lag_seconds": 0.2, "drops": 0,
+		// As treestatus.Tree: nodes whose clocks are off, largest first.
+		"nodes_clock_skew": 2,
+		"clock_skew":       []any{map[string]any{"node": "cn00099", "offset_seconds": 7200.4}, map[string]any{"node": "cn00100", "offset_seconds": -3600}},
 		"children": []any{
 			map[string]any{"name": "agg-a", "up": true, "lag_seconds": 0.4, "drops": 0,
 				"children": []any{kid("rack00", true, 0.5, 0, 32), kid("rack01", true, 0.6, 3, 32)}},

@@ -112,6 +112,9 @@ try {
   await page.waitForSelector(".tnode");
   const tree = await page.textContent(".tree");
   check(/agg-b/.test(tree) && /drops=1742/.test(tree) && /1\/2 children up/.test(tree), "tree shows aggregators, children up, lag and drops");
+  const skew = await page.textContent(".clock-skew");
+  check(/2 nodes/.test(skew) && /cn00099\s*2h 0m ahead/.test(skew) && /cn00100\s*1h 0m behind/.test(skew) && !/clock_skew/.test(tree),
+    `tree view lists the nodes in clock skew with their offsets: "${skew}"`);
   await shot("tree.png");
 
   // 9. Logs on a server without log intake: the API's reason is shown.

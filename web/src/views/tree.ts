@@ -7,7 +7,7 @@ import { h, type ViewHandle } from "../dom";
 type J = null | boolean | number | string | J[] | { [k: string]: J };
 
 const nameKeys = ["name", "id", "addr", "address"];
-const skip = new Set(["children", ...nameKeys, "up"]);
+const skip = new Set(["children", ...nameKeys, "up", "clock_skew", "nodes_clock_skew"]);
 
 export function treeView(): ViewHandle {
   const body = h("div.tree", null, "loading…");
@@ -18,7 +18,11 @@ export function treeView(): ViewHandle {
       .then((r) => r.json())
       .then((o: { tree?: J; error?: string }) => {
         if (o.error) throw new Error(o.error);
-        body.replaceChildren(o.tree === null || o.tree === undefined ? h("p.muted", null, "No tree data: this server has no aggregators.") : render(o.tree));
+        body.replaceChildren(
+          ...(o.tree === null || o.tree === undefined
+            ? [h("p.muted", null, "No tree data: this server has no aggregators.")]
+            : [clockSkew(o.tree), render(o.tree)].filter((x): x is HTMLElement => x !== null)),
+        );
       })
       .catch((e: Error) => e.name !== "AbortError" && body.replaceChildren(h("p.error", null, "tree: " + e.message)));
   load();
@@ -30,6 +34,34 @@ export function treeView(): ViewHandle {
       abort.abort();
     },
   };
+}
+
+// clockSkew lists the nodes the server flags because their clocks are off
+// (Tree.clock_skew: node, offset_seconds): their ticks are refused or land
+// at the wrong time, so they look silent or stale elsewhere.
+export function clockSkew(tree: J): HTMLElement | null {
+  if (tree === null || typeof tree !== "object" || Array.isArray(tree)) return null;
+  const list = Array.isArray(tree.clock_skew) ? tree.clock_skew : [];
+  const total = typeof tree.nodes_clock_skew === "number" ? tree.nodes_clock_skew : list.length;
+  if (total === 0) return null;
+  return h("div.clock-skew", null,
+    h("div.thead", null, h("span.badge.skew", null, "clock skew"),
+      h("strong", null, `${total} node${total === 1 ? "" : "s"}`),
+      h("span.muted", null, "ticks refused or misplaced until their clocks are fixed")),
+    h("ul", null, list.map((n) => {
+      const o = n !== null && typeof n === "object" && !Array.isArray(n) ? n : {};
+      return h("li", null, h("span.badge.skew", null, "clock skew"), " ", h("strong", null, String(o.node)), " ", h("span.muted", null, offset(Number(o.offset_seconds))));
+    })),
+    total > list.length ? h("p.muted", null, `… and ${total - list.length} more`) : null,
+  );
+}
+
+// offset writes seconds as "2h 0m ahead" / "1h 0m behind".
+export function offset(s: number): string {
+  if (!Number.isFinite(s)) return "?";
+  const a = Math.abs(Math.round(s));
+  const d = a >= 3600 ? `${Math.floor(a / 3600)}h ${Math.floor((a % 3600) / 60)}m` : a >= 60 ? `${Math.floor(a / 60)}m ${a % 60}s` : `${a}s`;
+  return `${d} ${s < 0 ? "behind" : "ahead"}`;
 }
 
 function render(v: J): HTMLElement {

@@ -1,0 +1,27 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/vigil-hpc/vigil/internal/treestatus"
+)
+
+func TestPrintTreeClockSkew(t *testing.T) {
+	var b strings.Builder
+	printTree(&b, "http://s", &treestatus.Tree{NodesUp: 3, NodesClockSkew: 3,
+		ClockSkew: []treestatus.NodeClock{{Node: "fast", OffsetSeconds: 7200.2}, {Node: "slow", OffsetSeconds: -3600}}})
+	want := "server http://s: 3 nodes up, 0 down, 0 aggregators\n" +
+		"CLOCK SKEW: 3 nodes (ticks refused or misplaced; fix their clocks)\n" +
+		"  fast [clock skew] 2h0m0s ahead\n" +
+		"  slow [clock skew] 1h0m0s behind\n" +
+		"  … and 1 more\n"
+	if got := b.String(); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	b.Reset()
+	printTree(&b, "http://s", &treestatus.Tree{NodesUp: 1})
+	if strings.Contains(b.String(), "CLOCK") {
+		t.Errorf("no skew, yet: %s", b.String())
+	}
+}

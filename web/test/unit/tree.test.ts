@@ -1,0 +1,16 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { clockSkew, offset } from "../../src/views/tree";
+
+test("clock offsets read as ahead or behind", () => {
+  assert.equal(offset(7200.2), "2h 0m ahead");
+  assert.equal(offset(-3661), "1h 1m behind");
+  assert.equal(offset(-90), "1m 30s behind");
+  assert.equal(offset(12), "12s ahead");
+  assert.equal(offset(NaN), "?");
+});
+
+test("no clock-skew section without skewed nodes", () => {
+  assert.equal(clockSkew({ name: "server", nodes_clock_skew: 0 }), null);
+  assert.equal(clockSkew(null), null);
+});
