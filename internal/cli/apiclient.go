@@ -1,0 +1,56 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/vigil-hpc/vigil/internal/apiclient"
+)
+
+// EnvHTTPConfig names the environment variable that is the default of
+// --http-config.
+const EnvHTTPConfig = "VIGIL_HTTP_CONFIG"
+
+// httpConfigFlag registers --http-config on a client command; its default
+// is $VIGIL_HTTP_CONFIG, so --http-config= ignores the variable.
+func httpConfigFlag(fs *flag.FlagSet) *string {
+	return fs.String("http-config", os.Getenv(EnvHTTPConfig),
+		"Prometheus HTTP client configuration `FILE` (basic_auth, authorization, tls_config) for the server's API; default $"+EnvHTTPConfig)
+}
+
+// apiHTTPClient is the HTTP client configured by --http-config; a bad file
+// is a usage error.
+func apiHTTPClient(configFile string) (*http.Client, error) {
+	hc, err := apiclient.NewHTTPClient(configFile)
+	if err != nil {
+		return nil, &ExitError{Code: 2, Err: err}
+	}
+	return hc, nil
+}
+
+// newAPIClient returns the client of a command's --server, --http-config
+// and --timeout.
+func newAPIClient(server, configFile string, timeout time.Duration) (*apiclient.Client, error) {
+	hc, err := apiHTTPClient(configFile)
+	if err != nil {
+		return nil, err
+	}
+	c, err := apiclient.New(apiclient.Options{Server: server, HTTP: hc, Timeout: timeout})
+	if err != nil {
+		return nil, &ExitError{Code: 2, Err: err}
+	}
+	return c, nil
+}
+
+// authHint says how to give credentials when the server refused a request
+// for the lack of them.
+func authHint(err error) string {
+	var ae *apiclient.Error
+	if errors.As(err, &ae) && (ae.Status == http.StatusUnauthorized || ae.Status == http.StatusForbidden) {
+		return "(give credentials with --http-config FILE or $" + EnvHTTPConfig + ")"
+	}
+	return ""
+}
