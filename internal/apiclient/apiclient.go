@@ -182,6 +182,8 @@ func (c *Client) transportError(ctx context.Context, method, u string, err error
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errTimeout):
 		return fmt.Errorf("%s %s: no complete answer within %s: %w", method, u, c.timeout, context.DeadlineExceeded)
+	case errors.Is(cause, context.DeadlineExceeded):
+		return fmt.Errorf("%s %s: no complete answer before the deadline: %w", method, u, cause)
 	case cause != nil:
 		return fmt.Errorf("%s %s: %w", method, u, cause)
 	}

@@ -66,8 +66,7 @@ func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
+	// One request: the client's timeout is the command's.
 	c := &query.Client{Server: *srv, HTTP: hc, Timeout: *timeout}
 	var resp *query.Response
 	if *rng > 0 {
