@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"net/http"
@@ -45,12 +47,17 @@ func newAPIClient(server, configFile string, timeout time.Duration) (*apiclient.
 	return c, nil
 }
 
-// authHint says how to give credentials when the server refused a request
-// for the lack of them.
-func authHint(err error) string {
+// clientHint says what to put in --http-config when the server refused a
+// request for the lack of credentials or its certificate was not trusted.
+func clientHint(err error) string {
 	var ae *apiclient.Error
 	if errors.As(err, &ae) && (ae.Status == http.StatusUnauthorized || ae.Status == http.StatusForbidden) {
 		return "(give credentials with --http-config FILE or $" + EnvHTTPConfig + ")"
+	}
+	var ua x509.UnknownAuthorityError
+	var cv *tls.CertificateVerificationError
+	if errors.As(err, &ua) || errors.As(err, &cv) {
+		return "(trust the server's CA with tls_config: ca_file in --http-config FILE or $" + EnvHTTPConfig + ")"
 	}
 	return ""
 }

@@ -63,7 +63,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return ee.Code
 	}
-	if h := authHint(err); h != "" {
+	if h := clientHint(err); h != "" {
 		fmt.Fprintf(stderr, "vigil %s: %v %s\n", c.Name, err, h)
 		return 1
 	}
