@@ -3,10 +3,18 @@ package apiclient
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"log"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -363,5 +371,79 @@ func TestHTTPConfig(t *testing.T) {
 	}
 	if _, err := NewHTTPClient(filepath.Join(dir, "absent.yml")); err == nil || !strings.Contains(err.Error(), "absent.yml") {
 		t.Errorf("absent file: err = %v", err)
+	}
+}
+
+// TestClientCertificate: tls_config cert_file and key_file present a
+// client certificate to a server that requires one.
+func TestClientCertificate(t *testing.T) {
+	dir := t.TempDir()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test client CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "vigil-cli"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string]*pem.Block{"client.pem": {Type: "CERTIFICATE", Bytes: der}, "client.key": {Type: "PRIVATE KEY", Bytes: keyDER}} {
+		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(b), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(caCert)
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"status":"success","data":%q}`, r.TLS.PeerCertificates[0].Subject.CommonName)
+	}))
+	hs.TLS = &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool}
+	hs.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake
+	hs.StartTLS()
+	t.Cleanup(hs.Close)
+	if err := os.WriteFile(filepath.Join(dir, "ca.pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: hs.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"tls_config:\n  ca_file: ca.pem\n", "certificate required"},
+		{"tls_config:\n  ca_file: ca.pem\n  cert_file: client.pem\n  key_file: client.key\n", ""},
+	} {
+		file := filepath.Join(dir, "http.yml")
+		if err := os.WriteFile(file, []byte(tc.yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		hc, err := NewHTTPClient(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cn string
+		err = newClient(t, Options{Server: hs.URL, HTTP: hc}).Query(context.Background(), "/api/v1/query", nil, &cn)
+		if tc.want == "" && (err != nil || cn != "vigil-cli") {
+			t.Errorf("with a client certificate: %q, %v", cn, err)
+		}
+		if tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("without a client certificate: err = %v, want %q", err, tc.want)
+		}
 	}
 }
