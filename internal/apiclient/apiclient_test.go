@@ -14,7 +14,9 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -22,6 +24,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/exporter-toolkit/web"
 )
 
 func newClient(t *testing.T, o Options) *Client {
@@ -374,33 +378,49 @@ func TestHTTPConfig(t *testing.T) {
 	}
 }
 
-// TestClientCertificate: tls_config cert_file and key_file present a
-// client certificate to a server that requires one.
-func TestClientCertificate(t *testing.T) {
-	dir := t.TempDir()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+// testCA is a certificate authority for tests.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+}
+
+func newTestCA(t *testing.T, dir string) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test client CA"},
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
 	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	caCert, _ := x509.ParseCertificate(caDER)
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writePEM(t, filepath.Join(dir, "ca.pem"), "CERTIFICATE", der)
+	return &testCA{cert, key}
+}
+
+// issue writes name.pem and name.key, a certificate for cn (and 127.0.0.1)
+// with the given use.
+func (ca *testCA) issue(t *testing.T, dir, name, cn string, use x509.ExtKeyUsage) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "vigil-cli"},
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}, caCert, &key.PublicKey, caKey)
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{use},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+	}, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,13 +428,25 @@ func TestClientCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, b := range map[string]*pem.Block{"client.pem": {Type: "CERTIFICATE", Bytes: der}, "client.key": {Type: "PRIVATE KEY", Bytes: keyDER}} {
-		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(b), 0o600); err != nil {
-			t.Fatal(err)
-		}
+	writePEM(t, filepath.Join(dir, name+".pem"), "CERTIFICATE", der)
+	writePEM(t, filepath.Join(dir, name+".key"), "PRIVATE KEY", keyDER)
+}
+
+func writePEM(t *testing.T, path, typ string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
 	}
+}
+
+// TestClientCertificate: tls_config cert_file and key_file present a
+// client certificate to a server that requires one.
+func TestClientCertificate(t *testing.T) {
+	dir := t.TempDir()
+	ca := newTestCA(t, dir)
+	ca.issue(t, dir, "client", "vigil-cli", x509.ExtKeyUsageClientAuth)
 	pool := x509.NewCertPool()
-	pool.AddCert(caCert)
+	pool.AddCert(ca.cert)
 	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"status":"success","data":%q}`, r.TLS.PeerCertificates[0].Subject.CommonName)
 	}))
@@ -422,12 +454,10 @@ func TestClientCertificate(t *testing.T) {
 	hs.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake
 	hs.StartTLS()
 	t.Cleanup(hs.Close)
-	if err := os.WriteFile(filepath.Join(dir, "ca.pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: hs.Certificate().Raw}), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writePEM(t, filepath.Join(dir, "server-ca.pem"), "CERTIFICATE", hs.Certificate().Raw)
 	for _, tc := range []struct{ yaml, want string }{
-		{"tls_config:\n  ca_file: ca.pem\n", "certificate required"},
-		{"tls_config:\n  ca_file: ca.pem\n  cert_file: client.pem\n  key_file: client.key\n", ""},
+		{"tls_config:\n  ca_file: server-ca.pem\n", "certificate required"},
+		{"tls_config:\n  ca_file: server-ca.pem\n  cert_file: client.pem\n  key_file: client.key\n", ""},
 	} {
 		file := filepath.Join(dir, "http.yml")
 		if err := os.WriteFile(file, []byte(tc.yaml), 0o600); err != nil {
@@ -444,6 +474,55 @@ func TestClientCertificate(t *testing.T) {
 		}
 		if tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("without a client certificate: err = %v, want %q", err, tc.want)
+		}
+	}
+}
+
+// TestExporterToolkitServer: the client works with a listener configured
+// by a Prometheus web config (exporter-toolkit, as vigil server's
+// --web-config): TLS and a bcrypt basic-auth user.
+func TestExporterToolkitServer(t *testing.T) {
+	dir := t.TempDir()
+	ca := newTestCA(t, dir)
+	ca.issue(t, dir, "server", "127.0.0.1", x509.ExtKeyUsageServerAuth)
+	webConfig := filepath.Join(dir, "web.yml")
+	// The hash is bcrypt of "s3cret".
+	if err := os.WriteFile(webConfig, []byte("tls_server_config:\n  cert_file: server.pem\n  key_file: server.key\n"+
+		"basic_auth_users:\n  vigil: $2a$04$y26MAnd8JXLck6wNtYPtjOUwxl3R7KziJ6.NTVYyefhL0wa4iTdKS\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"status":"success","data":"hello"}`)
+	}), ErrorLog: log.New(io.Discard, "", 0)}
+	served := make(chan error, 1)
+	go func() {
+		served <- web.Serve(l, srv, &web.FlagConfig{WebConfigFile: &webConfig}, slog.New(slog.DiscardHandler))
+	}()
+	t.Cleanup(func() { srv.Close(); <-served })
+	base := "https://" + l.Addr().String()
+	for _, tc := range []struct{ yaml, want string }{
+		{"tls_config:\n  ca_file: ca.pem\n", "server answered 401 Unauthorized"},
+		{"basic_auth:\n  username: vigil\n  password: s3cret\ntls_config:\n  ca_file: ca.pem\n", ""},
+	} {
+		file := filepath.Join(dir, "http.yml")
+		if err := os.WriteFile(file, []byte(tc.yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		hc, err := NewHTTPClient(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s string
+		err = newClient(t, Options{Server: base, HTTP: hc}).Query(context.Background(), "/api/v1/query", nil, &s)
+		if tc.want == "" && (err != nil || s != "hello") {
+			t.Errorf("with credentials: %q, %v", s, err)
+		}
+		if tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("without credentials: err = %v, want %q", err, tc.want)
 		}
 	}
 }
