@@ -166,14 +166,54 @@ func (c *Client) do(ctx context.Context, method, path string, q, form url.Values
 		return 0, nil, c.transportError(ctx, method, u, err)
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, c.max+1))
+	tooLarge := fmt.Errorf("answer of %s is larger than the limit of %s; ask for less (a narrower selector or time range)", u, sizeString(c.max))
+	if resp.ContentLength > c.max {
+		return resp.StatusCode, nil, tooLarge
+	}
+	b, err := readAtMost(resp.Body, c.max)
+	if errors.Is(err, errTooLarge) {
+		return resp.StatusCode, nil, tooLarge
+	}
 	if err != nil {
 		return resp.StatusCode, nil, c.transportError(ctx, method, u, fmt.Errorf("read answer: %w", err))
 	}
-	if int64(len(b)) > c.max {
-		return resp.StatusCode, nil, fmt.Errorf("answer of %s is larger than the limit of %s; ask for less (a narrower selector or time range)", u, sizeString(c.max))
-	}
 	return resp.StatusCode, b, nil
+}
+
+var errTooLarge = errors.New("too large")
+
+// readAtMost reads r to its end, or fails with errTooLarge after max
+// bytes. It reads into chunks joined at the end, so a server sending
+// without end costs max bytes, not the 2-3 × max of a growing slice.
+func readAtMost(r io.Reader, max int64) ([]byte, error) {
+	var chunks [][]byte
+	var total int64
+	buf := make([]byte, 0, 16<<10)
+	for {
+		if len(buf) == cap(buf) {
+			chunks = append(chunks, buf)
+			buf = make([]byte, 0, min(2*cap(buf), 4<<20))
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if total += int64(n); total > max {
+			return nil, errTooLarge
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if len(chunks) == 0 {
+		return buf, nil
+	}
+	out := make([]byte, 0, total)
+	for _, c := range chunks {
+		out = append(out, c...)
+	}
+	return append(out, buf...), nil
 }
 
 // transportError names what went wrong: the timeout, the caller's

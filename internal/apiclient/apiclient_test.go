@@ -21,6 +21,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -187,6 +188,16 @@ func TestMaxResponse(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "larger than the limit of 1 MiB") {
 			t.Errorf("%s: err = %v, want the size limit named", name, err)
 		}
+	}
+	// A declared length over the cap fails before reading.
+	hs3 := serve(t, nil, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(limit+1))
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // the body never comes
+	})
+	if _, err := newClient(t, Options{Server: hs3.URL, MaxResponse: limit}).Post(context.Background(), "/q", nil); err == nil || !strings.Contains(err.Error(), "larger than the limit") {
+		t.Errorf("Content-Length over the cap: err = %v", err)
 	}
 	// Just below the cap is fine.
 	body := `{"status":"success","data":"` + strings.Repeat("y", limit-40) + `"}`
@@ -523,6 +534,24 @@ func TestExporterToolkitServer(t *testing.T) {
 		}
 		if tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("without credentials: err = %v, want %q", err, tc.want)
+		}
+	}
+}
+
+func TestReadAtMost(t *testing.T) {
+	for _, n := range []int{0, 1, 16<<10 - 1, 16 << 10, 16<<10 + 1, 100 << 10, 3 << 20} {
+		in := make([]byte, n)
+		for i := range in {
+			in[i] = byte(i * 7)
+		}
+		got, err := readAtMost(io.LimitReader(bytes.NewReader(in), int64(n)), int64(n))
+		if err != nil || !bytes.Equal(got, in) {
+			t.Errorf("%d bytes: got %d bytes, %v", n, len(got), err)
+		}
+		if n > 0 {
+			if _, err := readAtMost(bytes.NewReader(in), int64(n-1)); !errors.Is(err, errTooLarge) {
+				t.Errorf("%d bytes, limit %d: err = %v", n, n-1, err)
+			}
 		}
 	}
 }
