@@ -103,9 +103,6 @@ func NewHTTPClient(configFile string) (*http.Client, error) {
 	return hc, nil
 }
 
-// Server is the base URL as given to New, normalised.
-func (c *Client) Server() string { return c.base.String() }
-
 // URL is the address of path (and query q) under the base URL.
 func (c *Client) URL(path string, q url.Values) string {
 	u := *c.base
