@@ -63,6 +63,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return ee.Code
 	}
+	if h := clientHint(err); h != "" {
+		fmt.Fprintf(stderr, "vigil %s: %v %s\n", c.Name, err, h)
+		return 1
+	}
 	fmt.Fprintf(stderr, "vigil %s: %v\n", c.Name, err)
 	return 1
 }

@@ -6,12 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/vigil-hpc/vigil/internal/apiclient"
 	"github.com/vigil-hpc/vigil/internal/export"
 )
 
@@ -30,9 +30,10 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	format := fs.String("format", "", "csv or parquet (default: from the --out extension, else csv)")
 	out := fs.String("out", "", "output file, written only if the export succeeds; - for stdout (required)")
 	progress := fs.Bool("progress", false, "print progress on stderr even when it is not a terminal")
-	timeout := fs.Duration("timeout", 0, "give up after this long (default: no limit)")
+	timeout := fs.Duration("timeout", 0, "give up after this long (default: no limit, but "+apiclient.DefaultTimeout.String()+" per request)")
+	httpConfig := httpConfigFlag(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: vigil export --match SELECTOR --out FILE [--from T] [--to T] [--format csv|parquet] [--step DUR] [--server URL]")
+		fmt.Fprintln(stderr, "usage: vigil export --match SELECTOR --out FILE [--from T] [--to T] [--format csv|parquet] [--step DUR] [--server URL] [--http-config FILE]")
 		fmt.Fprintln(stderr, "\nOne row per (time, node), one column per series: the metric name with its labels")
 		fmt.Fprintln(stderr, "other than node, e.g. node_cpu_seconds_total{cpu=\"0\",mode=\"idle\"}.\n\nFlags:")
 		fs.PrintDefaults()
@@ -67,13 +68,17 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return usage(fmt.Errorf("--to: %w", err))
 	}
+	hc, err := apiHTTPClient(*httpConfig)
+	if err != nil {
+		return err
+	}
 	if *timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, *timeout)
 		defer cancel()
 	}
 	o := export.Options{
-		Server: *srv, HTTP: &http.Client{}, Match: *match, From: start, To: end, Step: *step,
+		Server: *srv, HTTP: hc, Timeout: *timeout, Match: *match, From: start, To: end, Step: *step,
 		Format: f, Out: *out, Stdout: stdout,
 	}
 	if tty := exportTTY(stderr); tty || *progress {

@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/vigil-hpc/vigil/internal/apiclient"
 	"github.com/vigil-hpc/vigil/internal/logs/logstore"
 	"github.com/vigil-hpc/vigil/internal/logs/logsvc"
 )
@@ -54,48 +55,20 @@ func joinQuery(words []string) string {
 	return strings.Join(parts, " ")
 }
 
-func logsAPI(server string) string {
-	return strings.TrimRight(server, "/") + logsvc.Prefix
-}
-
-// getJSON fetches url into v; a non-200 answer becomes an error carrying
-// the server's message.
-func getJSON(ctx context.Context, u string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error string `json:"error"`
-		}
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		if json.Unmarshal(b, &e) == nil && e.Error != "" {
-			return fmt.Errorf("server: %s", e.Error)
-		}
-		return fmt.Errorf("GET %s: %s", u, resp.Status)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		return fmt.Errorf("GET %s: decode: %w", u, err)
-	}
-	return nil
-}
-
 // logFilters are the flags shared by search and tail.
 type logFilters struct {
-	server string
-	since  time.Duration
-	asJSON bool
-	limit  int
+	server     string
+	httpConfig *string
+	timeout    time.Duration
+	since      time.Duration
+	asJSON     bool
+	limit      int
 }
 
 func (f *logFilters) register(fs *flag.FlagSet, defLimit int) {
 	fs.StringVar(&f.server, "server", DefaultServerURL, "base `URL` of vigil server")
+	f.httpConfig = httpConfigFlag(fs)
+	fs.DurationVar(&f.timeout, "timeout", apiclient.DefaultTimeout, "give up on a request after this long (tail -f: reconnect after this long without data)")
 	fs.DurationVar(&f.since, "since", 0, "only messages of the last `DUR` (e.g. 1h)")
 	fs.BoolVar(&f.asJSON, "json", false, "print one JSON object per message")
 	fs.IntVar(&f.limit, "limit", defLimit, "print at most `N` messages")
@@ -109,8 +82,12 @@ func checkQuery(q string) error {
 	return nil
 }
 
+func (f *logFilters) client() (*apiclient.Client, error) {
+	return newAPIClient(f.server, *f.httpConfig, f.timeout)
+}
+
 // fetchNewest returns up to limit records matching q, newest first.
-func fetchNewest(ctx context.Context, f *logFilters, q string) ([]logsvc.Record, error) {
+func fetchNewest(ctx context.Context, c *apiclient.Client, f *logFilters, q string) ([]logsvc.Record, error) {
 	var out []logsvc.Record
 	cursor := ""
 	for len(out) < f.limit {
@@ -122,7 +99,7 @@ func fetchNewest(ctx context.Context, f *logFilters, q string) ([]logsvc.Record,
 			v.Set("cursor", cursor)
 		}
 		var r logsvc.SearchResponse
-		if err := getJSON(ctx, logsAPI(f.server)+"/search?"+v.Encode(), &r); err != nil {
+		if err := c.GetJSON(ctx, logsvc.Prefix+"/search", v, &r); err != nil {
 			return nil, err
 		}
 		out = append(out, r.Records...)
@@ -183,7 +160,11 @@ Example: vigil logs search host:cn01* app:sshd severity:warning '"authentication
 	if err := checkQuery(q); err != nil {
 		return err
 	}
-	recs, err := fetchNewest(ctx, &f, q)
+	c, err := f.client()
+	if err != nil {
+		return err
+	}
+	recs, err := fetchNewest(ctx, c, &f, q)
 	if err != nil {
 		return err
 	}
@@ -214,9 +195,13 @@ func logsTail(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := checkQuery(q); err != nil {
 		return err
 	}
+	c, err := f.client()
+	if err != nil {
+		return err
+	}
 	var last uint64
 	if f.limit > 0 {
-		recs, err := fetchNewest(ctx, &f, q)
+		recs, err := fetchNewest(ctx, c, &f, q)
 		if err != nil {
 			return err
 		}
@@ -235,15 +220,20 @@ func logsTail(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if last == 0 {
 		// Start at the newest record, whatever matches.
 		var st logsvc.Stats
-		if err := getJSON(ctx, logsAPI(f.server)+"/stats", &st); err != nil {
+		if err := c.GetJSON(ctx, logsvc.Prefix+"/stats", nil, &st); err != nil {
 			return err
 		}
 		last = st.Store.LastSeq
 	}
 	for {
-		err := followOnce(ctx, f.server, q, &last, stdout, f.asJSON)
+		err := followOnce(ctx, c, q, &last, stdout, f.asJSON)
 		if ctx.Err() != nil {
 			return nil
+		}
+		// A refused request (bad query, no credentials) fails again.
+		var ae *apiclient.Error
+		if errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500 && ae.Status != http.StatusRequestTimeout && ae.Status != http.StatusTooManyRequests {
+			return err
 		}
 		fmt.Fprintf(stderr, "vigil logs tail: %v; reconnecting\n", err)
 		select {
@@ -255,22 +245,14 @@ func logsTail(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // followOnce reads one event stream, advancing *last past each record.
-func followOnce(ctx context.Context, server, q string, last *uint64, w io.Writer, asJSON bool) error {
+func followOnce(ctx context.Context, c *apiclient.Client, q string, last *uint64, w io.Writer, asJSON bool) error {
 	v := url.Values{"q": {q}, "after": {strconv.FormatUint(*last, 10)}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, logsAPI(server)+"/tail?"+v.Encode(), nil)
+	body, err := c.Stream(ctx, logsvc.Prefix+"/tail", v)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("tail: %s: %s", resp.Status, strings.TrimSpace(string(b)))
-	}
-	sc := bufio.NewScanner(resp.Body)
+	defer body.Close()
+	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
 		data, ok := strings.CutPrefix(sc.Text(), "data: ")
@@ -297,6 +279,8 @@ func logsPatterns(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs := flag.NewFlagSet("logs patterns", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	server := fs.String("server", DefaultServerURL, "base `URL` of vigil server")
+	httpConfig := httpConfigFlag(fs)
+	timeout := fs.Duration("timeout", apiclient.DefaultTimeout, "give up after this long")
 	asJSON := fs.Bool("json", false, "print the server's JSON answer")
 	limit := fs.Int("limit", 50, "print at most `N` patterns")
 	sortBy := fs.String("sort", "count", "order: count, recent (last seen) or new (first seen)")
@@ -306,9 +290,13 @@ func logsPatterns(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if fs.NArg() > 0 {
 		return &ExitError{Code: 2, Err: fmt.Errorf("unexpected argument %q", fs.Arg(0))}
 	}
+	c, err := newAPIClient(*server, *httpConfig, *timeout)
+	if err != nil {
+		return err
+	}
 	v := url.Values{"limit": {strconv.Itoa(*limit)}, "sort": {*sortBy}}
 	var r logsvc.PatternsResponse
-	if err := getJSON(ctx, logsAPI(*server)+"/patterns?"+v.Encode(), &r); err != nil {
+	if err := c.GetJSON(ctx, logsvc.Prefix+"/patterns", v, &r); err != nil {
 		return err
 	}
 	if *asJSON {

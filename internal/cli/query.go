@@ -6,9 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"time"
 
+	"github.com/vigil-hpc/vigil/internal/apiclient"
 	"github.com/vigil-hpc/vigil/internal/query"
 )
 
@@ -24,9 +24,10 @@ func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	step := fs.Duration("step", 0, "resolution of a range query (default: range/30, at least 1s)")
 	at := fs.String("time", "", "evaluation time (Unix seconds or RFC 3339; default now)")
 	raw := fs.Bool("json", false, "print the server's JSON answer unchanged")
-	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long")
+	timeout := fs.Duration("timeout", apiclient.DefaultTimeout, "give up after this long")
+	httpConfig := httpConfigFlag(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: vigil query EXPR [--server URL] [--range DUR [--step DUR]] [--time T] [--json]\n\nFlags:")
+		fmt.Fprintln(stderr, "usage: vigil query EXPR [--server URL] [--range DUR [--step DUR]] [--time T] [--json] [--http-config FILE]\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	// Flags may come before or after EXPR.
@@ -58,11 +59,16 @@ func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		end = t
 	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	c := &query.Client{Server: *srv, HTTP: &http.Client{}}
+	if *timeout <= 0 {
+		return &ExitError{Code: 2, Err: errors.New("--timeout must be positive")}
+	}
+	hc, err := apiHTTPClient(*httpConfig)
+	if err != nil {
+		return err
+	}
+	// One request: the client's timeout is the command's.
+	c := &query.Client{Server: *srv, HTTP: hc, Timeout: *timeout}
 	var resp *query.Response
-	var err error
 	if *rng > 0 {
 		st := *step
 		if st == 0 {

@@ -7,12 +7,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
+	"github.com/vigil-hpc/vigil/internal/apiclient"
 	"github.com/vigil-hpc/vigil/internal/treestatus"
 )
 
@@ -25,16 +24,22 @@ const DefaultServerURL = "http://127.0.0.1:9090"
 
 func runTree(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "status" {
-		return &ExitError{Code: 2, Err: errors.New("usage: vigil tree status [--server URL] [--json]")}
+		return &ExitError{Code: 2, Err: errors.New("usage: vigil tree status [--server URL] [--json] [--http-config FILE]")}
 	}
 	fs := flag.NewFlagSet("tree status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	server := fs.String("server", DefaultServerURL, "vigil server URL")
 	asJSON := fs.Bool("json", false, "print JSON")
+	timeout := fs.Duration("timeout", apiclient.DefaultTimeout, "give up on a request after this long")
+	httpConfig := httpConfigFlag(fs)
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	tree, err := treestatus.Build(ctx, httpInstant(*server))
+	c, err := newAPIClient(*server, *httpConfig, *timeout)
+	if err != nil {
+		return err
+	}
+	tree, err := treestatus.Build(ctx, apiInstant(c))
 	if err != nil {
 		return err
 	}
@@ -45,38 +50,20 @@ func runTree(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
-// httpInstant evaluates instant queries against a Prometheus-compatible API.
-func httpInstant(server string) treestatus.QueryFunc {
+// apiInstant evaluates instant queries against a Prometheus-compatible API.
+func apiInstant(c *apiclient.Client) treestatus.QueryFunc {
 	return func(ctx context.Context, expr string) ([]treestatus.Sample, error) {
-		u := strings.TrimSuffix(server, "/") + "/api/v1/query?query=" + url.QueryEscape(expr)
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		if err != nil {
-			return nil, err
-		}
-		c := http.Client{Timeout: 30 * time.Second}
-		resp, err := c.Do(req)
-		if err != nil {
-			return nil, fmt.Errorf("query %s: %w", server, err)
-		}
-		defer resp.Body.Close()
 		var v struct {
-			Status string `json:"status"`
-			Error  string `json:"error"`
-			Data   struct {
-				Result []struct {
-					Metric map[string]string `json:"metric"`
-					Value  [2]any            `json:"value"`
-				} `json:"result"`
-			} `json:"data"`
+			Result []struct {
+				Metric map[string]string `json:"metric"`
+				Value  [2]any            `json:"value"`
+			} `json:"result"`
 		}
-		if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&v); err != nil {
-			return nil, fmt.Errorf("query %s: bad response (HTTP %d): %w", server, resp.StatusCode, err)
+		if err := c.Query(ctx, "/api/v1/query", url.Values{"query": {expr}}, &v); err != nil {
+			return nil, fmt.Errorf("query %q: %w", expr, err)
 		}
-		if v.Status != "success" {
-			return nil, fmt.Errorf("query %q: %s", expr, v.Error)
-		}
-		out := make([]treestatus.Sample, 0, len(v.Data.Result))
-		for _, r := range v.Data.Result {
+		out := make([]treestatus.Sample, 0, len(v.Result))
+		for _, r := range v.Result {
 			s, _ := r.Value[1].(string)
 			f, _ := strconv.ParseFloat(s, 64)
 			out = append(out, treestatus.Sample{Labels: r.Metric, Value: f})

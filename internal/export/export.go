@@ -26,7 +26,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 
-	"github.com/vigil-hpc/vigil/internal/query"
+	"github.com/vigil-hpc/vigil/internal/apiclient"
 )
 
 // Defaults of Options fields left zero.
@@ -39,7 +39,6 @@ const (
 	DefaultMaxSeriesPerQuery = 2000
 	// maxStepsPerQuery stays below the API's 11,000 points per series.
 	maxStepsPerQuery = 10_000
-	maxAnswer        = 256 << 20 // bytes of one API answer
 )
 
 // ErrNoData is returned (wrapped) when the selector matches no series or
@@ -67,6 +66,12 @@ type Options struct {
 
 	CellBudget        int
 	MaxSeriesPerQuery int
+	// A nil HTTP is a plain client; apiclient.NewHTTPClient adds
+	// credentials and TLS. Timeout bounds each request (0:
+	// apiclient.DefaultTimeout).
+	Timeout time.Duration
+	// MaxResponse bounds the bytes of one answer (0: apiclient.DefaultMaxResponse).
+	MaxResponse int64
 }
 
 // Summary describes a finished export.
@@ -87,9 +92,6 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	}
 	if o.MaxSeriesPerQuery <= 0 {
 		o.MaxSeriesPerQuery = DefaultMaxSeriesPerQuery
-	}
-	if o.HTTP == nil {
-		o.HTTP = &http.Client{}
 	}
 	switch {
 	case o.Step < time.Millisecond:
@@ -120,7 +122,11 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	}
 	defer abort()
 
-	c := &client{base: strings.TrimRight(o.Server, "/"), http: o.HTTP}
+	ac, err := apiclient.New(apiclient.Options{Server: o.Server, HTTP: o.HTTP, Timeout: o.Timeout, MaxResponse: o.MaxResponse})
+	if err != nil {
+		return sum, err
+	}
+	c := client{ac}
 	series, err := c.series(ctx, o.Match, time.UnixMilli(first-stepMs+1), time.UnixMilli(last))
 	if err != nil {
 		return sum, err
@@ -229,15 +235,12 @@ func floorDiv(a, b int64) int64 {
 
 func ceilDiv(a, b int64) int64 { return -floorDiv(-a, b) }
 
-// client is the part of the API query.Client lacks: the series listing.
-type client struct {
-	base string
-	http *http.Client
-}
+// client adds the export's calls to the API client.
+type client struct{ *apiclient.Client }
 
-func (c *client) series(ctx context.Context, match string, start, end time.Time) ([]map[string]string, error) {
+func (c client) series(ctx context.Context, match string, start, end time.Time) ([]map[string]string, error) {
 	var data []map[string]string
-	err := c.call(ctx, "/api/v1/series", url.Values{"match[]": {match}, "start": {unixSeconds(start)}, "end": {unixSeconds(end)}}, &data)
+	err := c.Query(ctx, "/api/v1/series", url.Values{"match[]": {match}, "start": {unixSeconds(start)}, "end": {unixSeconds(end)}}, &data)
 	if err != nil {
 		return nil, fmt.Errorf("list series: %w", err)
 	}
@@ -254,47 +257,9 @@ type matrix struct {
 	} `json:"result"`
 }
 
-func (c *client) queryRange(ctx context.Context, expr string, start, end time.Time, step time.Duration, m *matrix) error {
-	return c.call(ctx, "/api/v1/query_range", url.Values{"query": {expr}, "start": {unixSeconds(start)}, "end": {unixSeconds(end)},
+func (c client) queryRange(ctx context.Context, expr string, start, end time.Time, step time.Duration, m *matrix) error {
+	return c.Query(ctx, "/api/v1/query_range", url.Values{"query": {expr}, "start": {unixSeconds(start)}, "end": {unixSeconds(end)},
 		"step": {strconv.FormatFloat(step.Seconds(), 'f', -1, 64)}}, m)
-}
-
-// call posts form to path and decodes the answer's data into dst.
-func (c *client) call(ctx context.Context, path string, form url.Values, dst any) error {
-	u := c.base + path
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(form.Encode()))
-	if err != nil {
-		return fmt.Errorf("%s: %w", u, err)
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return err // names the URL already
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
-	if err != nil {
-		return fmt.Errorf("read answer of %s: %w", u, err)
-	}
-	if len(body) > maxAnswer {
-		return fmt.Errorf("answer of %s larger than %d bytes; narrow the selector", u, maxAnswer)
-	}
-	var r struct {
-		Status    string          `json:"status"`
-		Data      json.RawMessage `json:"data"`
-		ErrorType string          `json:"errorType"`
-		Error     string          `json:"error"`
-	}
-	if err := json.Unmarshal(body, &r); err != nil {
-		return fmt.Errorf("answer of %s (HTTP %d) is not API JSON: %w", u, resp.StatusCode, err)
-	}
-	if r.Status != "success" {
-		return fmt.Errorf("%s: %w", u, &query.APIError{Status: resp.StatusCode, ErrorType: r.ErrorType, Message: r.Error})
-	}
-	if err := json.Unmarshal(r.Data, dst); err != nil {
-		return fmt.Errorf("decode answer of %s: %w", u, err)
-	}
-	return nil
 }
 
 func unixSeconds(t time.Time) string {

@@ -283,6 +283,8 @@ func TestErrors(t *testing.T) {
 		{"format", export.Options{Format: "xlsx"}, `unknown format "xlsx"`, nil},
 		{"order", export.Options{From: base, To: base.Add(-time.Second)}, "before --from", nil},
 		{"server down", export.Options{Server: "http://127.0.0.1:1"}, "127.0.0.1:1", nil},
+		{"bad server URL", export.Options{Server: "ftp://x"}, `server URL "ftp://x"`, nil},
+		{"answer too large", export.Options{MaxResponse: 100}, "larger than the limit of 100 bytes", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := tc.o

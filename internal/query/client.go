@@ -13,41 +13,29 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/vigil-hpc/vigil/internal/apiclient"
 )
 
-// maxResponse bounds what the client reads from a server.
-const maxResponse = 256 << 20
-
 // Client queries a Prometheus-compatible HTTP API (vigil server or
-// Prometheus itself).
+// Prometheus itself) through an apiclient.Client.
 type Client struct {
 	// Server is the base URL, e.g. http://localhost:9090.
 	Server string
-	HTTP   *http.Client
+	// HTTP sends the requests (apiclient.NewHTTPClient for credentials and
+	// TLS); nil means a plain client.
+	HTTP *http.Client
+	// Timeout bounds each request (0: apiclient.DefaultTimeout).
+	Timeout time.Duration
+	// MaxResponse bounds the bytes of an answer (0: apiclient.DefaultMaxResponse).
+	MaxResponse int64
 }
 
 // Response is the decoded envelope of an API answer.
-type Response struct {
-	Status    string          `json:"status"`
-	Data      json.RawMessage `json:"data"`
-	ErrorType string          `json:"errorType"`
-	Error     string          `json:"error"`
-	Warnings  []string        `json:"warnings"`
-	Infos     []string        `json:"infos"`
-	// Raw is the body as received.
-	Raw []byte `json:"-"`
-}
+type Response = apiclient.Response
 
 // APIError is an error answer of the server.
-type APIError struct {
-	Status    int
-	ErrorType string
-	Message   string
-}
-
-func (e *APIError) Error() string {
-	return fmt.Sprintf("server answered %d %s: %s", e.Status, e.ErrorType, e.Message)
-}
+type APIError = apiclient.Error
 
 // Instant runs an instant query at ts.
 func (c *Client) Instant(ctx context.Context, expr string, ts time.Time) (*Response, error) {
@@ -67,34 +55,11 @@ func formatTime(t time.Time) string {
 }
 
 func (c *Client) post(ctx context.Context, path string, form url.Values) (*Response, error) {
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	u := strings.TrimRight(c.Server, "/") + path
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(form.Encode()))
+	ac, err := apiclient.New(apiclient.Options{Server: c.Server, HTTP: c.HTTP, Timeout: c.Timeout, MaxResponse: c.MaxResponse})
 	if err != nil {
-		return nil, fmt.Errorf("query %s: %w", u, err)
+		return nil, err
 	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("query %s: %w", c.Server, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
-	if err != nil {
-		return nil, fmt.Errorf("read answer of %s: %w", u, err)
-	}
-	var r Response
-	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, fmt.Errorf("answer of %s (HTTP %d) is not API JSON: %w", u, resp.StatusCode, err)
-	}
-	r.Raw = body
-	if r.Status != "success" {
-		return &r, &APIError{Status: resp.StatusCode, ErrorType: r.ErrorType, Message: r.Error}
-	}
-	return &r, nil
+	return ac.Post(ctx, path, form)
 }
 
 type jsonSeries struct {

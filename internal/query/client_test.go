@@ -83,6 +83,17 @@ func TestClientNotAnAPI(t *testing.T) {
 	}
 }
 
+func TestClientMaxResponse(t *testing.T) {
+	_, _, mux := fixture(t, Options{})
+	hs := httptest.NewServer(mux)
+	defer hs.Close()
+	c := &Client{Server: hs.URL, MaxResponse: 64}
+	_, err := c.Range(context.Background(), "node_load1", base, base.Add(8*time.Second), time.Second)
+	if err == nil || !strings.Contains(err.Error(), "larger than the limit of 64 bytes") {
+		t.Errorf("err = %v, want the size limit named", err)
+	}
+}
+
 type nilHandler struct{}
 
 func (nilHandler) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
