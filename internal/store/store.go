@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/storage"
@@ -77,6 +78,8 @@ type Options struct {
 	// value and has its own header and index entry, about 25 bytes.
 	SamplesPerChunk int
 	Logger          *slog.Logger
+	// Registerer gets the TSDB's own metrics (nil: not registered).
+	Registerer prometheus.Registerer
 }
 
 // Metadata is the HELP/TYPE information of one metric name.
@@ -158,7 +161,7 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := tsdb.Open(opts.Dir, opts.Logger.With("component", "tsdb"), nil, to, nil)
+	db, err := tsdb.Open(opts.Dir, opts.Logger.With("component", "tsdb"), opts.Registerer, to, nil)
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", opts.Dir, err)
 	}
