@@ -193,7 +193,7 @@ func TestDefaultHTTPIsLoopback(t *testing.T) {
 func TestHTTPSecurityLogged(t *testing.T) {
 	for _, tc := range []struct {
 		addr, webConfig, want string
-		level               slog.Level
+		level                 slog.Level
 	}{
 		{"127.0.0.1:9090", "", "loopback only", slog.LevelInfo},
 		{"[::]:9090", "", "open to every peer", slog.LevelWarn},
