@@ -98,7 +98,7 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, o Options) erro
 	srv := &http.Server{
 		Handler:           writeDeadline(h, o.WriteTimeout),
 		ReadTimeout:       o.ReadTimeout,
-		ReadHeaderTimeout: DefaultReadHeaderTimeout,
+		ReadHeaderTimeout: min(DefaultReadHeaderTimeout, o.ReadTimeout),
 		IdleTimeout:       o.IdleTimeout,
 		MaxHeaderBytes:    o.MaxHeaderBytes,
 		ConnState:         o.ConnState,
