@@ -150,6 +150,8 @@ func TestInstrument(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// A drained body keeps the connection for the next request.
+		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
 	for _, c := range []struct {
