@@ -22,7 +22,9 @@ import (
 // WebConfig writes a Prometheus web configuration file into a temporary
 // directory: basic auth for user with a bcrypt hash of password and, if
 // withTLS is set, TLS with a fresh self-signed certificate for 127.0.0.1.
-// It returns the file and a client that trusts the certificate.
+// It returns the file and a client that trusts the certificate. The
+// certificate (cert.pem, key.pem beside the file) also serves as a client
+// certificate and its own CA.
 func WebConfig(t testing.TB, user, password string, withTLS bool) (string, *http.Client) {
 	t.Helper()
 	dir := t.TempDir()
@@ -67,7 +69,7 @@ func selfSigned(t testing.TB) (certPEM, keyPEM []byte) {
 		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
 		DNSNames:     []string{"localhost"},
 		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		IsCA:         true, BasicConstraintsValid: true,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
