@@ -41,9 +41,8 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, o Options) erro
 	lln, srv := lean.NewServer(ln, h, o)
 	file := o.WebConfigFile
 	// The toolkit logs each listener and its TLS state at info.
-	tlog := o.Logger.With("component", "web_config")
 	return lean.Run(ctx, ln, srv, func() error {
-		return web.Serve(lln, srv, &web.FlagConfig{WebConfigFile: &file}, tlog)
+		return web.Serve(lln, srv, &web.FlagConfig{WebConfigFile: &file}, o.Logger)
 	})
 }
 

@@ -207,3 +207,23 @@ func TestHTTPSecurityLogged(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkScrapeSelf is one self-scrape: gather the registry and append
+// it to the store.
+func BenchmarkScrapeSelf(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.Data = b.TempDir()
+	s, err := New(cfg, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		now = now.Add(time.Second)
+		if err := s.scrapeSelf(now); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
