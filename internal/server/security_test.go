@@ -136,7 +136,7 @@ func TestMetricsIngest(t *testing.T) {
 }
 
 // TestSelfScrape: the server stores its own metrics under job="vigil" and
-// they can be queried like any node's.
+// they can be queried like any node's (every interval, at least 1s).
 func TestSelfScrape(t *testing.T) {
 	_, srv, _ := startServerStream(t, false, func(c *Config) { c.Interval = Duration(20 * time.Millisecond) })
 	q := url.Values{"query": {`vigil_data_dir_free_bytes{job="vigil",instance="vigil-server",node="vigil-server"}`}}.Encode()

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -190,7 +191,9 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 			WebConfigFile: s.cfg.WebConfig, ConnState: s.httpm.ConnState, Logger: s.log.With("component", "http"),
 		})
 	})
-	g.Go(func() error { s.selfScrape(gctx, s.cfg.Interval.D()); return nil })
+	// At least a second apart: at a 10 ms interval, 190 series of its own
+	// would cost the server more than they tell.
+	g.Go(func() error { s.selfScrape(gctx, max(s.cfg.Interval.D(), time.Second)); return nil })
 	if s.logs != nil {
 		g.Go(func() error { return s.logs.Run(gctx) })
 	}
