@@ -38,6 +38,9 @@ type WebConfig struct {
 
 	mu    sync.Mutex
 	cache map[[32]byte]bool // bcrypt is slow on purpose; scrapes repeat
+	// bcryptMu runs one bcrypt at a time, so a flood of bad passwords
+	// costs the node at most one core, as in exporter-toolkit.
+	bcryptMu sync.Mutex
 }
 
 var tlsVersions = map[string]uint16{"TLS10": tls.VersionTLS10, "TLS11": tls.VersionTLS11, "TLS12": tls.VersionTLS12, "TLS13": tls.VersionTLS13}
@@ -158,7 +161,9 @@ func (wc *WebConfig) check(user, pass string) bool {
 	good, hit := wc.cache[key]
 	wc.mu.Unlock()
 	if !hit {
+		wc.bcryptMu.Lock()
 		good = bcrypt.CompareHashAndPassword(hash, []byte(pass)) == nil
+		wc.bcryptMu.Unlock()
 		wc.mu.Lock()
 		if len(wc.cache) >= maxCache {
 			clear(wc.cache)
