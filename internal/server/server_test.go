@@ -348,6 +348,7 @@ func TestConfig(t *testing.T) {
 	}
 	want := Config{HTTP: "127.0.0.1:9999", Data: "/var/lib/vigil", Interval: Duration(time.Second), Retention: Duration(30 * 24 * time.Hour),
 		RetentionBytes: 1 << 30, QueryTimeout: Duration(30 * time.Second), QueryMaxSamples: 1000, QueryMaxConcurrent: 4}
+	want.WebConfig, want.EnableRemoteWriteReceiver = "/etc/vigil/web.yml", true
 	if cfg != want {
 		t.Errorf("full config = %+v, want %+v", cfg, want)
 	}
