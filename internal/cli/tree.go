@@ -86,6 +86,10 @@ func httpInstant(server string) treestatus.QueryFunc {
 }
 
 func printTree(w io.Writer, server string, t *treestatus.Tree) {
+	// A URL may carry basic-auth credentials (--web-config); never print them.
+	if u, err := url.Parse(server); err == nil {
+		server = u.Redacted()
+	}
 	fmt.Fprintf(w, "server %s: %d nodes up, %d down, %d aggregators\n", server, t.NodesUp, t.NodesDown, t.Aggregators)
 	var walk func(list []*treestatus.Aggregator, indent string)
 	walk = func(list []*treestatus.Aggregator, indent string) {
