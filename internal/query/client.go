@@ -79,16 +79,16 @@ func (c *Client) post(ctx context.Context, path string, form url.Values) (*Respo
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("query %s: %w", c.Server, err)
+		return nil, fmt.Errorf("query %s: %w", req.URL.Redacted(), err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
 	if err != nil {
-		return nil, fmt.Errorf("read answer of %s: %w", u, err)
+		return nil, fmt.Errorf("read answer of %s: %w", req.URL.Redacted(), err)
 	}
 	var r Response
 	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, fmt.Errorf("answer of %s (HTTP %d) is not API JSON: %w", u, resp.StatusCode, err)
+		return nil, fmt.Errorf("answer of %s (HTTP %d) is not API JSON: %w", req.URL.Redacted(), resp.StatusCode, err)
 	}
 	r.Raw = body
 	if r.Status != "success" {
