@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/prometheus/prometheus/prompb"
 
 	"github.com/vigil-hpc/vigil/internal/testutil"
+	"github.com/vigil-hpc/vigil/internal/wire"
 )
 
 func TestRemoteWriteReceiverOffByDefault(t *testing.T) {
@@ -128,7 +130,8 @@ func TestMetricsEndpoint(t *testing.T) {
 func TestMetricsIngest(t *testing.T) {
 	_, srv, _ := startServerStream(t, true)
 	m := getJSON(t, srv+"/metrics")
-	for _, want := range []string{"vigil_ingest_ticks_total 0", "vigil_ingest_samples_appended_total 0", `vigil_ingest_nodes{state="up"} 0`} {
+	for _, want := range []string{"vigil_ingest_ticks_total 0", "vigil_ingest_samples_appended_total 0", `vigil_ingest_nodes{state="up"} 0`,
+		"vigil_wire_connections 0", "vigil_wire_auth_failures_total 0", "vigil_wire_refused_total 0"} {
 		if !strings.Contains(m, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
@@ -225,5 +228,30 @@ func BenchmarkScrapeSelf(b *testing.B) {
 		if err := s.scrapeSelf(now); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestMetricsWireAuthFailure: a peer with the wrong key shows on /metrics.
+func TestMetricsWireAuthFailure(t *testing.T) {
+	keyFile := t.TempDir() + "/key"
+	if err := os.WriteFile(keyFile, []byte("0123456789abcdef-server"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, srv, addr := startServerStream(t, true, func(c *Config) { c.KeyFile = keyFile })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c, err := wire.NewClient(wire.ClientOptions{Addrs: []string{addr}, Key: []byte("0123456789abcdef-forged"), Name: "forger",
+		Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = c.Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	counted := regexp.MustCompile(`(?m)^vigil_wire_auth_failures_total [1-9]`)
+	for !counted.MatchString(getJSON(t, srv+"/metrics")) {
+		if time.Now().After(deadline) {
+			t.Fatal("failed authentication not counted in vigil_wire_auth_failures_total")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -213,7 +213,7 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 		s.registerIngest(h)
 		g.Go(func() error { h.Run(gctx); return nil })
 		g.Go(func() error {
-			return wire.Serve(gctx, streamLn, wire.ServerOptions{Key: key, Name: "server", Log: s.log}, h)
+			return wire.Serve(gctx, streamLn, wire.ServerOptions{Key: key, Name: "server", Log: s.log, Stats: s.registerWire()}, h)
 		})
 	}
 	err := g.Wait()
