@@ -205,6 +205,9 @@ func (a *Aggregator) Run(ctx context.Context) error {
 			wg.Wait()
 			return fmt.Errorf("aggregator http: %w", err)
 		}
+		if a.cfg.WebConfig == "" && !httpsec.IsLoopback(hl.Addr().String()) {
+			a.log.Info("HTTP (/metrics, /api/tree; read-only) open to every peer; --web-config adds TLS and basic auth", "http", hl.Addr().String())
+		}
 		start(func() error {
 			return httpsec.Serve(ctx, hl, a.Handler(), httpsec.Options{
 				WebConfigFile: a.cfg.WebConfig, ConnState: a.httpm.ConnState, Logger: a.log.With("component", "http"),
