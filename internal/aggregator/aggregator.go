@@ -9,12 +9,15 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/vigil-hpc/vigil/internal/httpsec"
 	"github.com/vigil-hpc/vigil/internal/metric"
 	"github.com/vigil-hpc/vigil/internal/wire"
 )
@@ -36,6 +39,9 @@ type Config struct {
 	// BufferBytes bounds data held for an absent upstream.
 	BufferBytes int
 	Log         *slog.Logger
+	// WebConfig is a Prometheus web configuration file (TLS, basic auth,
+	// client certificates) for HTTP; empty: plain HTTP, no auth.
+	WebConfig string
 }
 
 // DefaultBufferBytes holds about five minutes of 1,000 nodes × 300 values
@@ -69,6 +75,8 @@ type Aggregator struct {
 	selfBatch metric.Batch
 	selfDescs selfDescs
 	reload    chan struct{}
+	reg       *prometheus.Registry // served on /metrics
+	httpm     *httpsec.Metrics
 	fileMod   time.Time    // children file's mtime when last read (housekeeping only)
 	boundAddr atomic.Value // string: the listener's address once bound
 }
@@ -109,6 +117,10 @@ func New(cfg Config) (*Aggregator, error) {
 		reload:  make(chan struct{}, 1),
 	}
 	a.selfDescs = newSelfDescs(cfg.Name)
+	a.reg = prometheus.NewRegistry()
+	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&selfCollector{a: a, descs: map[*metric.Desc]*prometheus.Desc{}})
+	a.httpm = httpsec.NewMetrics(a.reg)
 	a.self = client.NewStream(cfg.Name)
 	if err := a.loadChildren(); err != nil {
 		return nil, err
@@ -193,14 +205,14 @@ func (a *Aggregator) Run(ctx context.Context) error {
 			wg.Wait()
 			return fmt.Errorf("aggregator http: %w", err)
 		}
-		srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		if a.cfg.WebConfig == "" && !httpsec.IsLoopback(hl.Addr().String()) {
+			a.log.Info("HTTP (/metrics, /api/tree; read-only) open to every peer; --web-config adds TLS and basic auth", "http", hl.Addr().String())
+		}
 		start(func() error {
-			if err := srv.Serve(hl); !errors.Is(err, http.ErrServerClosed) {
-				return err
-			}
-			return nil
+			return httpsec.Serve(ctx, hl, a.Handler(), httpsec.Options{
+				WebConfigFile: a.cfg.WebConfig, ConnState: a.httpm.ConnState, Logger: a.log.With("component", "http"),
+			})
 		})
-		context.AfterFunc(ctx, func() { srv.Close() })
 	}
 	select {
 	case <-ctx.Done():

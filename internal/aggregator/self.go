@@ -2,10 +2,14 @@ package aggregator
 
 import (
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/vigil-hpc/vigil/internal/metric"
 )
@@ -94,22 +98,55 @@ func (a *Aggregator) sendSelf(t time.Time) {
 	a.client.Batch(a.self, &a.selfBatch)
 }
 
-// Handler serves /metrics (the aggregator's health) and /api/tree (its
-// children's state as JSON).
+// selfCollector exposes the health the aggregator streams upstream
+// (vigil_aggregator_*, same names and labels plus node) on its registry.
+// It is unchecked: vigil_aggregator_info's labels follow the bound address.
+type selfCollector struct {
+	a     *Aggregator
+	mu    sync.Mutex
+	b     metric.Batch
+	descs map[*metric.Desc]*prometheus.Desc
+}
+
+func (c *selfCollector) Describe(chan<- *prometheus.Desc) {}
+
+func (c *selfCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.a.selfMu.Lock()
+	c.a.fillSelf(&c.b, time.Now())
+	c.a.selfMu.Unlock()
+	for _, s := range c.b.Samples {
+		pd := c.descs[s.Desc]
+		if pd == nil {
+			l := prometheus.Labels{"node": c.a.cfg.Name}
+			for _, x := range s.Desc.Labels {
+				l[x.Name] = x.Value
+			}
+			pd = prometheus.NewDesc(s.Desc.Name, s.Desc.Help, nil, l)
+			c.descs[s.Desc] = pd
+		}
+		vt := prometheus.GaugeValue
+		switch s.Desc.Type {
+		case metric.Counter:
+			vt = prometheus.CounterValue
+		case metric.Untyped:
+			vt = prometheus.UntypedValue
+		}
+		ch <- prometheus.MustNewConstMetric(pd, vt, s.Value)
+	}
+}
+
+// Registry holds the aggregator's own metrics, served on /metrics.
+func (a *Aggregator) Registry() *prometheus.Registry { return a.reg }
+
+// Handler serves /metrics (the aggregator's health, Go and process
+// metrics) and /api/tree (its children's state as JSON).
 func (a *Aggregator) Handler() http.Handler {
 	mux := http.NewServeMux()
-	var mu sync.Mutex
-	var b metric.Batch
-	tw := &metric.TextWriter{ConstLabels: []metric.Label{{Name: "node", Value: a.cfg.Name}}}
-	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		defer mu.Unlock()
-		a.selfMu.Lock()
-		a.fillSelf(&b, time.Now())
-		a.selfMu.Unlock()
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		_ = tw.Write(w, &b)
-	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{
+		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn), MaxRequestsInFlight: 4,
+	}))
 	mux.HandleFunc("GET /api/tree", func(w http.ResponseWriter, r *http.Request) {
 		nodes := a.live.Snapshot()
 		sort.Slice(nodes, func(i, j int) bool { return nodes[i].Node < nodes[j].Node })
@@ -121,5 +158,5 @@ func (a *Aggregator) Handler() http.Handler {
 			"children_up":        up, "children_down": down, "children": nodes,
 		})
 	})
-	return mux
+	return a.httpm.Instrument(mux)
 }

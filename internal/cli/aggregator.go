@@ -12,6 +12,7 @@ import (
 
 	"github.com/vigil-hpc/vigil/internal/aggregator"
 	"github.com/vigil-hpc/vigil/internal/config"
+	"github.com/vigil-hpc/vigil/internal/httpsec"
 	"github.com/vigil-hpc/vigil/internal/samplerd"
 	"github.com/vigil-hpc/vigil/internal/wire"
 )
@@ -35,6 +36,7 @@ func runAggregator(ctx context.Context, args []string, _, stderr io.Writer) erro
 		upstream  = fs.String("upstream", "", "upstream aggregators or server, host:port[,host:port] in failover order")
 		httpAddr  = fs.String("http", "", "serve /metrics and /api/tree here (default "+DefaultAggregatorHTTP+"; \"none\" disables)")
 		keyFile   = fs.String("key", "", "shared key file: authenticate children and upstream")
+		webConfig = fs.String("web-config", "", "Prometheus web configuration file for --http: TLS, bcrypt basic auth, client certificates")
 		name      = fs.String("name", "", "this aggregator's name (default: host name)")
 		interval  = fs.Duration("interval", 0, "children's sampling interval; silent for 3 intervals = down (default 1s)")
 		children  = fs.String("children", "", "expected children, comma-separated names or host:port")
@@ -101,6 +103,10 @@ func runAggregator(ctx context.Context, args []string, _, stderr io.Writer) erro
 	}
 	if cfg.Interval < 0 || (set["interval"] && cfg.Interval < time.Millisecond) {
 		return fmt.Errorf("--interval must be at least 1ms")
+	}
+	cfg.WebConfig = *webConfig
+	if err := httpsec.Validate(cfg.WebConfig); err != nil {
+		return err
 	}
 	if key != "" {
 		if cfg.Key, err = wire.LoadKey(key); err != nil {

@@ -73,6 +73,10 @@ func apiInstant(c *apiclient.Client) treestatus.QueryFunc {
 }
 
 func printTree(w io.Writer, server string, t *treestatus.Tree) {
+	// A URL may carry basic-auth credentials (--web-config); never print them.
+	if u, err := url.Parse(server); err == nil {
+		server = u.Redacted()
+	}
 	fmt.Fprintf(w, "server %s: %d nodes up, %d down, %d aggregators\n", server, t.NodesUp, t.NodesDown, t.Aggregators)
 	printClockSkew(w, t)
 	var walk func(list []*treestatus.Aggregator, indent string)

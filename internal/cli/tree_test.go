@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -23,5 +24,15 @@ func TestPrintTreeClockSkew(t *testing.T) {
 	printTree(&b, "http://s", &treestatus.Tree{NodesUp: 1})
 	if strings.Contains(b.String(), "CLOCK") {
 		t.Errorf("no skew, yet: %s", b.String())
+	}
+}
+
+// TestPrintTreeRedactsPassword: credentials for a --web-config server
+// travel in the URL and must not reach the terminal.
+func TestPrintTreeRedactsPassword(t *testing.T) {
+	var b bytes.Buffer
+	printTree(&b, "https://ops:s3cret@server:9090", &treestatus.Tree{})
+	if out := b.String(); strings.Contains(out, "s3cret") || !strings.Contains(out, "https://ops:xxxxx@server:9090") {
+		t.Fatalf("printed %q, want the password redacted", out)
 	}
 }

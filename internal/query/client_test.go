@@ -112,3 +112,17 @@ func FuzzWriteTable(f *testing.F) {
 		_ = WriteTable(io.Discard, &Response{Status: "success", Data: data})
 	})
 }
+
+// TestClientRedactsPassword: credentials in the server URL (a server with
+// --web-config) never appear in errors.
+func TestClientRedactsPassword(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "Unauthorized", http.StatusUnauthorized)
+	}))
+	defer srv.Close()
+	c := &Client{Server: strings.Replace(srv.URL, "http://", "http://ops:s3cret@", 1)}
+	_, err := c.Instant(context.Background(), "up", time.Now())
+	if err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("error %v, want one without the password", err)
+	}
+}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/vigil-hpc/vigil/internal/buildinfo"
 	"github.com/vigil-hpc/vigil/internal/config"
+	"github.com/vigil-hpc/vigil/internal/httpsec/lean"
 	"github.com/vigil-hpc/vigil/internal/kernfs"
 	"github.com/vigil-hpc/vigil/internal/metric"
 	"github.com/vigil-hpc/vigil/internal/sampler"
@@ -47,6 +48,7 @@ type flags struct {
 	interval, offset                                             time.Duration
 	sampleConfig, once                                           bool
 	gomaxprocs                                                   int
+	webConfig                                                    string
 }
 
 func (f *flags) register(fs *flag.FlagSet, daemon bool) {
@@ -61,6 +63,7 @@ func (f *flags) register(fs *flag.FlagSet, daemon bool) {
 		fs.StringVar(&f.listen, "listen", "", "serve /metrics on this address (default "+DefaultListen+"; \"none\" disables)")
 		fs.StringVar(&f.upstream, "upstream", "", "aggregators to stream to, host:port[,host:port] in failover order")
 		fs.StringVar(&f.key, "key", "", "shared key file for the upstream handshake (none: the upstream must be on loopback)")
+		fs.StringVar(&f.webConfig, "web-config", "", "Prometheus web configuration file for /metrics: TLS, bcrypt basic auth, client certificates")
 		fs.BoolVar(&f.sampleConfig, "sample-config", false, "print a commented default configuration and exit")
 		fs.IntVar(&f.gomaxprocs, "gomaxprocs", 1, "OS threads running Go code; 1 keeps jitter on the node low")
 	} else {
@@ -245,6 +248,11 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if f.webConfig != "" {
+		if _, err := lean.LoadWebConfig(f.webConfig); err != nil {
+			return err
+		}
+	}
 	// The upstream stream: each tick is encoded on the scheduler's
 	// goroutine and handed to the client's sender, never blocking the tick.
 	var up *wire.Client
@@ -280,19 +288,16 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("listen for /metrics: %w", err)
 		}
-		srv := &http.Server{Handler: Handler(s, o.Node), ReadHeaderTimeout: 5 * time.Second}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			// A scrape needs a few connections; the cap keeps a flood of
+			// clients from costing the node memory.
+			if err := lean.Serve(ctx, ln, Handler(s, o.Node), lean.Options{
+				WebConfigFile: f.webConfig, MaxConnections: 32, Logger: log.With("component", "http"),
+			}); err != nil {
 				errc <- err
 			}
-		}()
-		go func() {
-			<-ctx.Done()
-			sctx, c := context.WithTimeout(context.Background(), 2*time.Second)
-			defer c()
-			_ = srv.Shutdown(sctx)
 		}()
 	}
 	if up != nil {

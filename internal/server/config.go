@@ -22,6 +22,11 @@ type Config struct {
 	HTTP   string `toml:"http"`
 	Listen string `toml:"listen"`
 	Data   string `toml:"data"`
+	// WebConfig is a Prometheus web configuration file (TLS, basic auth,
+	// client certificates) applied to HTTP.
+	WebConfig string `toml:"web_config"`
+	// EnableRemoteWriteReceiver turns POST /api/v1/write on.
+	EnableRemoteWriteReceiver bool `toml:"enable_remote_write_receiver"`
 	// KeyFile holds the stream's shared key; without one only loopback
 	// peers may connect to Listen.
 	KeyFile string `toml:"key_file"`
@@ -198,7 +203,9 @@ func (f *remoteWriteFlag) Set(s string) error {
 func (f *flags) register(fs *flag.FlagSet) {
 	d := DefaultConfig()
 	fs.StringVar(&f.configFile, "config", "", "configuration file (TOML, [server] table); optional")
-	fs.StringVar(&f.cfg.HTTP, "http", d.HTTP, "serve the HTTP API (Prometheus API v1, remote write) on this address")
+	fs.StringVar(&f.cfg.HTTP, "http", d.HTTP, "serve the HTTP API (Prometheus API v1, dashboard, /metrics) on this address")
+	fs.StringVar(&f.cfg.WebConfig, "web-config", "", "Prometheus web configuration file: TLS, bcrypt basic auth, client certificates (default: plain HTTP, no auth)")
+	fs.BoolVar(&f.cfg.EnableRemoteWriteReceiver, "enable-remote-write-receiver", false, "store what is POSTed to /api/v1/write (Prometheus remote write 1.0)")
 	fs.StringVar(&f.cfg.Listen, "listen", "", "accept the aggregators' or samplers' stream on this address (default: off)")
 	fs.StringVar(&f.cfg.KeyFile, "key", "", "shared key file of the stream (default: none, loopback peers only)")
 	fs.StringVar(&f.cfg.KeyFile, "key-file", "", "same as --key")
@@ -241,6 +248,10 @@ func (f *flags) config(fs *flag.FlagSet) (Config, error) {
 		switch fl.Name {
 		case "http":
 			cfg.HTTP = f.cfg.HTTP
+		case "web-config":
+			cfg.WebConfig = f.cfg.WebConfig
+		case "enable-remote-write-receiver":
+			cfg.EnableRemoteWriteReceiver = f.cfg.EnableRemoteWriteReceiver
 		case "listen":
 			cfg.Listen = f.cfg.Listen
 		case "data":

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/golang/snappy"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
@@ -36,7 +37,29 @@ type RemoteWrite struct {
 	// forward, if set, gets what the store accepted (remote write out).
 	forward *remotewrite.Writer
 
-	samples, rejected atomic.Uint64
+	samples, rejected, refused atomic.Uint64
+}
+
+// register exposes the receiver's counters on reg.
+func (rw *RemoteWrite) register(reg prometheus.Registerer) {
+	counter := func(name, help string, v *atomic.Uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v.Load()) })
+	}
+	reg.MustRegister(
+		counter("vigil_remote_write_samples_received_total", "Samples stored from remote-write requests.", &rw.samples),
+		counter("vigil_remote_write_samples_rejected_total", "Remote-write series or samples rejected (invalid labels, out of order, duplicates).", &rw.rejected),
+		counter("vigil_remote_write_requests_refused_total", "Remote-write requests refused because the receiver is off (--enable-remote-write-receiver).", &rw.refused),
+	)
+}
+
+// disabled answers POST /api/v1/write while the receiver is off, naming
+// the flag that turns it on: anyone reaching the API could otherwise
+// store forged series.
+func (rw *RemoteWrite) disabled(w http.ResponseWriter, _ *http.Request) {
+	if rw.refused.Add(1) == 1 {
+		rw.log.Warn("remote-write request refused: the receiver is off (start vigil server with --enable-remote-write-receiver)")
+	}
+	http.Error(w, "remote write receiver is disabled: start vigil server with --enable-remote-write-receiver", http.StatusNotFound)
 }
 
 // NewRemoteWrite returns the handler for POST /api/v1/write.

@@ -16,11 +16,13 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/prometheus/storage"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/prometheus/storage"
-
+	"github.com/vigil-hpc/vigil/internal/httpsec"
 	"github.com/vigil-hpc/vigil/internal/ingest"
 	"github.com/vigil-hpc/vigil/internal/logs/logsvc"
 	"github.com/vigil-hpc/vigil/internal/logs/syslog"
@@ -33,10 +35,14 @@ import (
 
 // Defaults of the server's settings.
 const (
-	DefaultHTTP = ":9090"
+	// DefaultHTTP is loopback only: the API takes writes and answers
+	// queries, so exposing it is a decision (--http :9090, ideally with
+	// --web-config). See docs/security.md.
+	DefaultHTTP = "127.0.0.1:9090"
+	// SelfNode is the node and instance label of the server's own metrics
+	// (job="vigil") in its store.
+	SelfNode    = "vigil-server"
 	DefaultData = "data"
-	// shutdownGrace bounds how long in-flight requests may finish.
-	shutdownGrace = 10 * time.Second
 )
 
 // Server owns the store and serves the HTTP API.
@@ -52,6 +58,7 @@ type Server struct {
 	logs   *logsvc.Service // nil unless syslog intake is configured
 	mux    *http.ServeMux
 	reg    *prometheus.Registry
+	httpm  *httpsec.Metrics
 	closed bool
 }
 
@@ -62,6 +69,8 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: log, mux: http.NewServeMux()}
 	s.reg = prometheus.NewRegistry()
+	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.httpm = httpsec.NewMetrics(s.reg)
 	st, err := store.Open(store.Options{
 		Dir:              cfg.Data,
 		Retention:        cfg.Retention.D(),
@@ -75,6 +84,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.store = st
+	s.registerMetrics()
 	// Rollups (issue 4): queries reaching past the raw data read minute means.
 	var queryable storage.Queryable = st
 	if !cfg.DisableRollups {
@@ -93,6 +103,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		Logger:        log.With("component", "query"),
 	})
 	s.rw = NewRemoteWrite(st, log.With("component", "remote_write"))
+	s.rw.register(s.reg)
 	// Remote write out (issue 4): status at /api/v1/status/remote_write.
 	if s.rwOut, err = remotewrite.New(cfg.remoteWrite(), log.With("component", "remote_write_out")); err != nil {
 		s.Close()
@@ -131,7 +142,14 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	s.web = web.New(web.Options{Source: webSource{api: s.api, groups: groups}, Logger: log.With("component", "web"), Interval: cfg.Interval.D()})
 	s.mux.Handle("/", s.web)
-	s.mux.Handle("POST /api/v1/write", s.rw)
+	if cfg.EnableRemoteWriteReceiver {
+		s.mux.Handle("POST /api/v1/write", s.rw)
+	} else {
+		s.mux.HandleFunc("POST /api/v1/write", s.rw.disabled)
+	}
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn), MaxRequestsInFlight: 4,
+	}))
 	s.mux.HandleFunc("GET /-/healthy", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "Vigil is Healthy.\n") })
 	s.mux.HandleFunc("GET /-/ready", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "Vigil is Ready.\n") })
 	return s, nil
@@ -140,8 +158,12 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 // Store is the server's store.
 func (s *Server) Store() *store.Store { return s.store }
 
-// Handler serves the API; the dashboard will be mounted beside it.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler serves the API and the dashboard, counting requests.
+func (s *Server) Handler() http.Handler { return s.httpm.Instrument(s.mux) }
+
+// Registry holds the server's own metrics (served on /metrics and stored
+// under job="vigil").
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
 
 func (s *Server) metadata() map[string]query.Metadata {
 	md := s.store.Metadata()
@@ -166,18 +188,16 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 		}
 		key = k
 	}
-	hs := &http.Server{
-		Handler:           s.mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-	}
+	s.logHTTPSecurity(ln.Addr().String())
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("serve http on %s: %w", ln.Addr(), err)
-		}
-		return nil
+		return httpsec.Serve(gctx, ln, s.Handler(), httpsec.Options{
+			WebConfigFile: s.cfg.WebConfig, ConnState: s.httpm.ConnState, Logger: s.log.With("component", "http"),
+		})
 	})
+	// At least a second apart: at a 10 ms interval, 190 series of its own
+	// would cost the server more than they tell.
+	g.Go(func() error { s.selfScrape(gctx, max(s.cfg.Interval.D(), time.Second)); return nil })
 	if s.logs != nil {
 		g.Go(func() error { return s.logs.Run(gctx) })
 	}
@@ -195,20 +215,12 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 		}
 		h := ingest.NewWithOptions(ist, ingest.Options{Interval: s.cfg.Interval.D(), MaxClockOffset: s.cfg.MaxFuture.D(),
 			Offsets: s.store, Registerer: s.reg, Logger: s.log})
+		s.registerIngest(h)
 		g.Go(func() error { h.Run(gctx); return nil })
 		g.Go(func() error {
-			return wire.Serve(gctx, streamLn, wire.ServerOptions{Key: key, Name: "server", Log: s.log}, h)
+			return wire.Serve(gctx, streamLn, wire.ServerOptions{Key: key, Name: "server", Log: s.log, Stats: s.registerWire()}, h)
 		})
 	}
-	g.Go(func() error {
-		<-gctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-		defer cancel()
-		if err := hs.Shutdown(sctx); err != nil {
-			return fmt.Errorf("shut down http: %w", err)
-		}
-		return nil
-	})
 	err := g.Wait()
 	return errors.Join(err, s.Close())
 }
@@ -235,8 +247,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: vigil server [--config FILE] [--http ADDR] [--listen ADDR] [--data DIR] [flags]")
 		fmt.Fprintln(stderr, "\nStores samples and serves the Prometheus HTTP API (query, query_range, series,")
-		fmt.Fprintln(stderr, "labels, metadata) and remote write (POST /api/v1/write) on --http; takes the")
-		fmt.Fprintln(stderr, "samplers' or aggregators' stream on --listen.\n\nFlags:")
+		fmt.Fprintln(stderr, "labels, metadata), the dashboard and /metrics on --http (loopback by default;")
+		fmt.Fprintln(stderr, "--web-config adds TLS and basic auth), remote write (POST /api/v1/write) with")
+		fmt.Fprintln(stderr, "--enable-remote-write-receiver; takes the samplers' or aggregators' stream on --listen.\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -251,6 +264,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	log, err := newLogger(stderr, f.logLevel)
 	if err != nil {
+		return err
+	}
+	if err := httpsec.Validate(cfg.WebConfig); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(cfg.Data, 0o755); err != nil {

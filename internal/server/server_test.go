@@ -124,8 +124,11 @@ func series(name string, lbls []string, pts ...[2]float64) prompb.TimeSeries {
 	return ts
 }
 
+// receiverOn turns the remote-write receiver on (it is off by default).
+func receiverOn(c *Config) { c.EnableRemoteWriteReceiver = true }
+
 func TestRemoteWriteRoundTrip(t *testing.T) {
-	_, srv := startServer(t)
+	_, srv, _ := startServerStream(t, false, receiverOn)
 	ms := float64(base.UnixMilli())
 	req := &prompb.WriteRequest{
 		Timeseries: []prompb.TimeSeries{
@@ -174,7 +177,7 @@ func TestRemoteWriteForwarded(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer dest.Close()
-	_, srv, _ := startServerStream(t, false, func(c *Config) {
+	_, srv, _ := startServerStream(t, false, receiverOn, func(c *Config) {
 		c.RemoteWrite = &[]remotewrite.Config{{URL: dest.URL, BatchSendDeadline: remotewrite.Duration(20 * time.Millisecond)}}
 	})
 	ms := float64(base.UnixMilli())
@@ -213,7 +216,7 @@ func TestRemoteWriteForwarded(t *testing.T) {
 }
 
 func TestRemoteWriteErrors(t *testing.T) {
-	s, srv := startServer(t)
+	s, srv, _ := startServerStream(t, false, receiverOn)
 	ms := float64(base.UnixMilli())
 	good := encodeWrite(t, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{series("a", nil, [2]float64{ms + 1000, 1})}})
 	if code, body := postWrite(t, srv, good, "application/x-protobuf"); code != 204 {
@@ -346,6 +349,7 @@ func TestConfig(t *testing.T) {
 	}
 	want := Config{HTTP: "127.0.0.1:9999", Data: "/var/lib/vigil", Interval: Duration(time.Second), Retention: Duration(30 * 24 * time.Hour),
 		RetentionBytes: 1 << 30, QueryTimeout: Duration(30 * time.Second), QueryMaxSamples: 1000, QueryMaxConcurrent: 4}
+	want.WebConfig, want.EnableRemoteWriteReceiver = "/etc/vigil/web.yml", true
 	if cfg != want {
 		t.Errorf("full config = %+v, want %+v", cfg, want)
 	}

@@ -23,7 +23,7 @@ import (
 // One remote-write sample a day ahead used to move the head a day forward,
 // after which every node's samples were refused as out of bounds.
 func TestRemoteWriteFutureSampleRefused(t *testing.T) {
-	s, srv := startServer(t)
+	s, srv, _ := startServerStream(t, false, receiverOn)
 	now := time.Now()
 	ms := func(t time.Time) float64 { return float64(t.UnixMilli()) }
 	req := &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{

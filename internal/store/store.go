@@ -80,7 +80,8 @@ type Options struct {
 	// MaxFuture refuses samples more than this ahead of the server's
 	// clock (0: DefaultMaxFuture); see timebounds.go.
 	MaxFuture time.Duration
-	// Registerer gets the store's metrics (nil: not registered).
+	// Registerer gets the store's and the TSDB's metrics (nil: not
+	// registered).
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
 }
@@ -169,7 +170,7 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := tsdb.Open(opts.Dir, opts.Logger.With("component", "tsdb"), nil, to, nil)
+	db, err := tsdb.Open(opts.Dir, opts.Logger.With("component", "tsdb"), opts.Registerer, to, nil)
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", opts.Dir, err)
 	}

@@ -1,0 +1,113 @@
+package aggregator
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/vigil-hpc/vigil/internal/testutil"
+)
+
+// TestMetricsRegistry: /metrics comes from a client_golang registry with
+// the names and labels the health stream uses, plus Go and process metrics.
+func TestMetricsRegistry(t *testing.T) {
+	uln := listen(t)
+	defer uln.Close()
+	agg, err := New(Config{Name: "agg-m", Listen: "127.0.0.1:0", Upstream: []string{uln.Addr().String()}, Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(agg.Handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	for name, typ := range map[string]string{
+		"vigil_aggregator_children_up": "GAUGE", "vigil_aggregator_values_received_total": "COUNTER",
+		"vigil_aggregator_connections": "GAUGE", "vigil_aggregator_auth_failures_total": "COUNTER",
+		"vigil_aggregator_refused_total": "COUNTER", "vigil_aggregator_info": "GAUGE",
+		"go_goroutines": "GAUGE", "process_open_fds": "GAUGE",
+	} {
+		f := fams[name]
+		if f == nil {
+			t.Errorf("/metrics lacks %s", name)
+			continue
+		}
+		if got := f.GetType().String(); got != typ {
+			t.Errorf("%s type %s, want %s", name, got, typ)
+		}
+		if !strings.HasPrefix(name, "vigil_") {
+			continue
+		}
+		lbl := map[string]string{}
+		for _, l := range f.GetMetric()[0].GetLabel() {
+			lbl[l.GetName()] = l.GetValue()
+		}
+		if lbl["node"] != "agg-m" || lbl["aggregator"] != "agg-m" {
+			t.Errorf("%s labels %v, want node and aggregator agg-m", name, lbl)
+		}
+	}
+}
+
+// TestWebConfigAuth: with a web config the aggregator's HTTP listener
+// answers 401 without credentials and serves over TLS with them.
+func TestWebConfigAuth(t *testing.T) {
+	// An upstream that refuses connections: one that accepts and never
+	// answers holds the client's handshake, and so shutdown, for 10s.
+	uln := listen(t)
+	uln.Close()
+	hln := listen(t)
+	httpAddr := hln.Addr().String()
+	hln.Close()
+	file, client := testutil.WebConfig(t, "ops", "pw", true)
+	agg, err := New(Config{Name: "agg-auth", Listen: "127.0.0.1:0", Upstream: []string{uln.Addr().String()},
+		HTTP: httpAddr, WebConfig: file, Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- agg.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	get := func(path string, auth bool) (int, error) {
+		req, _ := http.NewRequest("GET", "https://"+httpAddr+path, nil)
+		if auth {
+			req.SetBasicAuth("ops", "pw")
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	waitFor(t, "aggregator HTTP", 10*time.Second, func() bool { _, err := get("/metrics", false); return err == nil })
+	for _, path := range []string{"/metrics", "/api/tree"} {
+		if code, err := get(path, false); err != nil || code != http.StatusUnauthorized {
+			t.Errorf("GET %s without credentials = %d %v, want 401", path, code, err)
+		}
+		if code, err := get(path, true); err != nil || code != http.StatusOK {
+			t.Errorf("GET %s with credentials = %d %v, want 200", path, code, err)
+		}
+	}
+}

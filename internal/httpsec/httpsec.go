@@ -1,0 +1,50 @@
+// Package httpsec serves the HTTP listeners of the server and aggregators
+// the way Prometheus does: TLS, client certificates and bcrypt basic auth
+// from a web configuration file (github.com/prometheus/exporter-toolkit/web),
+// with the connection cap, timeouts and header bound of package lean.
+package httpsec
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+
+	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/vigil-hpc/vigil/internal/httpsec/lean"
+)
+
+// Options configure one listener; zero values mean lean's defaults.
+type Options = lean.Options
+
+// Validate checks a web configuration file (its YAML, TLS files and
+// bcrypt hashes) so a daemon fails at start-up, not at the first request.
+func Validate(file string) error {
+	if file == "" {
+		return nil
+	}
+	if err := web.Validate(file); err != nil {
+		return fmt.Errorf("web config %s: %w", file, err)
+	}
+	return nil
+}
+
+// Serve answers HTTP on ln with h until ctx ends, then lets requests in
+// flight finish for a few seconds. It closes ln.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler, o Options) error {
+	o.Defaults()
+	if err := Validate(o.WebConfigFile); err != nil {
+		ln.Close()
+		return err
+	}
+	lln, srv := lean.NewServer(ln, h, o)
+	file := o.WebConfigFile
+	// The toolkit logs each listener and its TLS state at info.
+	return lean.Run(ctx, ln, srv, func() error {
+		return web.Serve(lln, srv, &web.FlagConfig{WebConfigFile: &file}, o.Logger)
+	})
+}
+
+// IsLoopback reports whether a listen address accepts only local peers.
+func IsLoopback(addr string) bool { return lean.IsLoopback(addr) }
