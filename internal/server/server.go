@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/storage"
 
 	"github.com/vigil-hpc/vigil/internal/ingest"
@@ -49,6 +50,7 @@ type Server struct {
 	web    *web.Handler
 	logs   *logsvc.Service // nil unless syslog intake is configured
 	mux    *http.ServeMux
+	reg    *prometheus.Registry
 	closed bool
 }
 
@@ -68,6 +70,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: log, store: st, mux: http.NewServeMux()}
+	s.reg = prometheus.NewRegistry()
 	// Rollups (issue 4): queries reaching past the raw data read minute means.
 	var queryable storage.Queryable = st
 	if !cfg.DisableRollups {
@@ -186,7 +189,7 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 		h := ingest.New(ist, s.cfg.Interval.D(), s.log)
 		g.Go(func() error { h.Run(gctx); return nil })
 		g.Go(func() error {
-			return wire.Serve(gctx, streamLn, wire.ServerOptions{Key: key, Name: "server", Log: s.log}, h)
+			return wire.Serve(gctx, streamLn, wire.ServerOptions{Key: key, Name: "server", Log: s.log, Registerer: s.reg}, h)
 		})
 	}
 	g.Go(func() error {
