@@ -87,7 +87,9 @@ func TestUnauthenticatedConnectionsCostLittle(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	waitFor(t, "all counted", func() bool { return srv.stats.HandshakeTooLarge.Load() == conns })
+	waitFor(t, "all counted and gone", func() bool {
+		return srv.stats.HandshakeTooLarge.Load() == conns && srv.stats.Handshaking.Load() == 0
+	})
 	runtime.ReadMemStats(&after)
 	if closed.Load() != conns {
 		t.Errorf("%d of %d connections closed by the server", closed.Load(), conns)
@@ -96,8 +98,10 @@ func TestUnauthenticatedConnectionsCostLittle(t *testing.T) {
 	if d := after.TotalAlloc - before.TotalAlloc; d > conns*24<<10 {
 		t.Errorf("allocated %d KiB for %d unauthenticated connections, want at most 24 KiB each", d>>10, conns)
 	}
-	if srv.rec.conns != 0 || srv.stats.Handshaking.Load() != 0 {
-		t.Errorf("handler connects %d, still in the handshake %d", srv.rec.conns, srv.stats.Handshaking.Load())
+	srv.rec.mu.Lock()
+	defer srv.rec.mu.Unlock()
+	if srv.rec.conns != 0 {
+		t.Errorf("%d handler connects", srv.rec.conns)
 	}
 }
 
@@ -174,8 +178,9 @@ func TestConnectionCaps(t *testing.T) {
 		// The handshake deadline frees the slots for a real client.
 		c := startClient(t, wire.ClientOptions{Addrs: []string{srv.addr}, Name: "cn1"})
 		waitFor(t, "client in after the deadline", func() bool { return c.Stats().Connected.Load() })
-		if srv.stats.RejectedConns.Load() < 1 || srv.stats.ProtocolErrors.Load() != 2 {
-			t.Errorf("rejected %d (want ≥ 1), handshake timeouts %d (want 2)", srv.stats.RejectedConns.Load(), srv.stats.ProtocolErrors.Load())
+		waitFor(t, "both handshake timeouts counted", func() bool { return srv.stats.ProtocolErrors.Load() == 2 })
+		if srv.stats.RejectedConns.Load() < 1 {
+			t.Errorf("rejected %d, want at least 1", srv.stats.RejectedConns.Load())
 		}
 	})
 }
