@@ -295,7 +295,7 @@ func (c *Client) Run(ctx context.Context) error {
 	backoff := c.o.MinBackoff
 	failing := false
 	for ctx.Err() == nil {
-		conn, addr, sess, err := c.connect(ctx)
+		conn, addr, fr, sess, err := c.connect(ctx)
 		if err != nil {
 			c.stats.DialFailures.Add(1)
 			// Say it once per outage, not on every retry.
@@ -322,7 +322,7 @@ func (c *Client) Run(ctx context.Context) error {
 		c.stats.Connects.Add(1)
 		c.stats.Connected.Store(true)
 		c.log.Info("upstream connected", "addr", addr)
-		err = c.stream(ctx, conn, sess)
+		err = c.stream(ctx, conn, fr, sess)
 		conn.Close()
 		c.stats.Connected.Store(false)
 		c.lost()
@@ -334,9 +334,10 @@ func (c *Client) Run(ctx context.Context) error {
 	return nil
 }
 
-// connect returns the first upstream that completes the handshake, and the
-// keyed session's frame keys (nil without a key).
-func (c *Client) connect(ctx context.Context) (net.Conn, string, *session, error) {
+// connect returns the first upstream that completes the handshake, the
+// reader of its frames (which may hold bytes read past the handshake) and
+// the keyed session's frame keys (nil without a key).
+func (c *Client) connect(ctx context.Context) (net.Conn, string, *FrameReader, *session, error) {
 	var errs []error
 	for _, addr := range c.o.Addrs {
 		d := net.Dialer{Timeout: c.o.DialTimeout}
@@ -357,21 +358,21 @@ func (c *Client) connect(ctx context.Context) (net.Conn, string, *session, error
 			continue
 		}
 		_ = conn.SetDeadline(time.Time{})
-		return conn, addr, sess, nil
+		fr.max = 1 << 16 // acks, and a close with its reason
+		return conn, addr, fr, sess, nil
 	}
-	return nil, "", nil, errors.Join(errs...)
+	return nil, "", nil, nil, errors.Join(errs...)
 }
 
 // stream writes queued frames until the connection fails or ctx is done.
 // With a keyed session each frame's CRC is replaced by its tag as it is
 // written (sealing happens here, outside the queue's lock).
-func (c *Client) stream(ctx context.Context, conn net.Conn, sess *session) error {
+func (c *Client) stream(ctx context.Context, conn net.Conn, fr *FrameReader, sess *session) error {
 	var send *frameMAC
-	dead := make(chan error, 1)
-	fr := NewFrameReader(conn, 1<<16)
 	if sess != nil {
-		send, fr.mac = sess.send, sess.recv
+		send = sess.send // fr checks with sess.recv since the Ready
 	}
+	dead := make(chan error, 1)
 	go func() {
 		// The upstream sends nothing after Ready but Acks and a Close;
 		// reading notices those and a dropped connection.

@@ -188,13 +188,14 @@ func TestConnectionCaps(t *testing.T) {
 // mitm relays a client's connection to addr, parsing the client's frames:
 // the first two (hello, auth) are checksummed, the rest tagged. After the
 // handshake it writes inject to the server, then each client frame i as
-// edit returns it (nil edit: unchanged). Only the first connection is
-// tampered with.
+// edit returns it (nil edit: unchanged). toClient is written to the client
+// after the server's Ready. Only the first connection is tampered with.
 type mitm struct {
-	addr   string
-	inject []byte
-	edit   func(i int, frame []byte, prev [][]byte) [][]byte
-	conns  atomic.Int64
+	addr     string
+	inject   []byte
+	edit     func(i int, frame []byte, prev [][]byte) [][]byte
+	toClient []byte
+	conns    atomic.Int64
 }
 
 func (m *mitm) start(t *testing.T) string {
@@ -216,11 +217,37 @@ func (m *mitm) start(t *testing.T) string {
 			}
 			t.Cleanup(func() { c.Close(); s.Close() })
 			first := m.conns.Add(1) == 1
-			go func() { _, _ = io.Copy(c, s); c.Close() }()
+			go func() {
+				if first && m.toClient != nil {
+					m.relayToClient(s, c)
+				}
+				_, _ = io.Copy(c, s)
+				c.Close()
+			}()
 			go func() { m.relay(c, s, first); s.Close() }()
 		}
 	}()
 	return ln.Addr().String()
+}
+
+// relayToClient passes the server's hello (checksummed) and Ready (tagged)
+// on, then injects toClient.
+func (m *mitm) relayToClient(s, c net.Conn) {
+	for _, trailer := range []int{4, 16} {
+		hdr := make([]byte, 6)
+		if _, err := io.ReadFull(s, hdr); err != nil {
+			return
+		}
+		frame := make([]byte, 6+int(binary.BigEndian.Uint32(hdr))+trailer)
+		copy(frame, hdr)
+		if _, err := io.ReadFull(s, frame[6:]); err != nil {
+			return
+		}
+		if _, err := c.Write(frame); err != nil {
+			return
+		}
+	}
+	_, _ = c.Write(m.toClient)
 }
 
 func (m *mitm) relay(c, s net.Conn, tamper bool) {
@@ -321,6 +348,22 @@ func TestInjectedFramesRejected(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A forged acknowledgement (which would make the client forget unsent
+// ticks) spliced into the server's side fails its tag: the client drops
+// the connection and reconnects.
+func TestInjectedAckRejected(t *testing.T) {
+	ack := wire.AppendFrame(nil, 6, binary.AppendUvarint(nil, 1<<40))
+	forged := append(bytes.Clone(ack[:len(ack)-4]), bytes.Repeat([]byte{0x5a}, 16)...)
+	srv := startServer(t, "", testKey)
+	m := &mitm{addr: srv.addr, toClient: forged}
+	proxy := m.start(t)
+	c := startClient(t, wire.ClientOptions{Addrs: []string{proxy}, Key: testKey, Name: "cn1"})
+	waitFor(t, "reconnect", func() bool { return c.Stats().Connects.Load() >= 2 })
+	n := simulate.NewNode("cn1", simulate.NewSchema(1), 1)
+	sendTicks(c, c.NewStream("cn1"), n, time.Unix(1_763_800_000, 0), 0, 3)
+	waitFor(t, "ticks on the second connection", func() bool { return srv.rec.tickCount() == 3 })
 }
 
 // A keyed session carries acknowledgements back (tagged too), so the
