@@ -20,6 +20,7 @@ import (
 
 	"github.com/vigil-hpc/vigil/internal/simulate"
 	"github.com/vigil-hpc/vigil/internal/wire"
+	"github.com/vigil-hpc/vigil/internal/wire/wiremetrics"
 )
 
 // serve runs Serve with opts on a free loopback port until the test ends.
@@ -397,9 +398,11 @@ func TestOldVersionToldWhy(t *testing.T) {
 	}
 }
 
+// The counters are exported through a client_golang registry while Serve
+// runs.
 func TestMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	srv := serve(t, wire.ServerOptions{Key: testKey, Registerer: reg, MaxHandshakesPerSource: 1})
+	srv := serve(t, wire.ServerOptions{Key: testKey, Metrics: wiremetrics.New(reg), MaxHandshakesPerSource: 1})
 	holdOpen(t, srv.addr, nil)
 	waitFor(t, "1 in the handshake", func() bool { return srv.stats.Handshaking.Load() == 1 })
 	refused(t, srv.addr, nil, "per source")

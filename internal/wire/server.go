@@ -13,8 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // ServerOptions configure Serve.
@@ -45,9 +43,9 @@ type ServerOptions struct {
 	Log                    *slog.Logger
 	// Stats, if set, receives the server's counters.
 	Stats *ServerStats
-	// Registerer, if set, exposes Stats as vigil_wire_* metrics while
-	// Serve runs (nil: none).
-	Registerer prometheus.Registerer
+	// Metrics, if set, exposes Stats while Serve runs (nil: none);
+	// wiremetrics.New(reg) adapts a client_golang Registerer.
+	Metrics StatsExporter
 	// Interner shares descriptors across connections (nil: a new one).
 	Interner *Interner
 	// HandledBefore, if set, delays acknowledgements: only frames handled
@@ -90,6 +88,21 @@ type ServerStats struct {
 	Frames atomic.Uint64
 	Values atomic.Uint64
 	Bytes  atomic.Uint64
+}
+
+// StatsExporter publishes a listener's counters from Export until stop is
+// called. An interface, so that package wire does not link client_golang
+// into the sampler (package wiremetrics implements it).
+type StatsExporter interface {
+	Export(st *ServerStats) (stop func(), err error)
+}
+
+// EachRejected calls f with each reason a connection is refused on
+// accepting and the count so far.
+func (st *ServerStats) EachRejected(f func(reason string, n uint64)) {
+	for r := range numRejects {
+		f(rejectNames[r], st.rejected(r).Load())
+	}
 }
 
 // Why a connection was refused on accepting; index of rejectNames.
@@ -281,13 +294,13 @@ func Serve(ctx context.Context, ln net.Listener, opts ServerOptions, h Handler) 
 	if opts.Key == nil {
 		log.Warn("no key set: accepting loopback peers only")
 	}
-	if opts.Registerer != nil {
-		c := newStatsCollector(opts.Stats)
-		if err := opts.Registerer.Register(c); err != nil {
+	if opts.Metrics != nil {
+		stopExport, err := opts.Metrics.Export(opts.Stats)
+		if err != nil {
 			ln.Close()
-			return fmt.Errorf("register wire metrics for %s: %w", ln.Addr(), err)
+			return fmt.Errorf("export wire metrics of %s: %w", ln.Addr(), err)
 		}
-		defer opts.Registerer.Unregister(c)
+		defer stopExport()
 	}
 
 	table := &connTable{o: &opts, conns: map[net.Conn]struct{}{}, sources: map[netip.Addr]*sourceCount{}}

@@ -1,17 +1,44 @@
-package wire
+// Package wiremetrics exposes a wire listener's counters as vigil_wire_*
+// metrics through a client_golang Registerer. It is apart from package wire
+// so that the sampler, which links wire for its client, does not link
+// client_golang.
+package wiremetrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vigil-hpc/vigil/internal/wire"
+)
+
+// New returns the exporter for wire.ServerOptions.Metrics: while Serve
+// runs, its counters are registered with reg. A nil reg gives nil (none).
+func New(reg prometheus.Registerer) wire.StatsExporter {
+	if reg == nil {
+		return nil
+	}
+	return exporter{reg}
+}
+
+type exporter struct{ reg prometheus.Registerer }
+
+func (e exporter) Export(st *wire.ServerStats) (func(), error) {
+	c := newStatsCollector(st)
+	if err := e.reg.Register(c); err != nil {
+		return nil, err
+	}
+	return func() { e.reg.Unregister(c) }, nil
+}
 
 // statsCollector exposes a ServerStats as vigil_wire_* metrics, read at
 // scrape time from the atomics Serve already keeps.
 type statsCollector struct {
-	st                                                          *ServerStats
+	st                                                          *wire.ServerStats
 	accepted, rejected, active, handshaking                     *prometheus.Desc
 	authFailures, tooLarge, frameAuth, protocol, frames, values *prometheus.Desc
 	bytes                                                       *prometheus.Desc
 }
 
-func newStatsCollector(st *ServerStats) *statsCollector {
+func newStatsCollector(st *wire.ServerStats) *statsCollector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("vigil_wire_"+name, help, labels, nil)
 	}
@@ -44,9 +71,7 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
 	counter(c.accepted, st.Accepted.Load())
-	for r := range numRejects {
-		counter(c.rejected, st.rejected(r).Load(), rejectNames[r])
-	}
+	st.EachRejected(func(reason string, n uint64) { counter(c.rejected, n, reason) })
 	ch <- prometheus.MustNewConstMetric(c.active, prometheus.GaugeValue, float64(st.Active.Load()))
 	ch <- prometheus.MustNewConstMetric(c.handshaking, prometheus.GaugeValue, float64(st.Handshaking.Load()))
 	counter(c.authFailures, st.AuthFailures.Load())
