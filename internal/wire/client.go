@@ -88,6 +88,10 @@ type Client struct {
 	// they may have died in the peer's socket buffer (kill -9).
 	unacked []entry
 	uhead   int
+	// ackConn numbers connections, so a late ack of an old one is ignored;
+	// ackedTo is the current one's highest ack, which can overtake the
+	// bookkeeping of the write it acknowledges.
+	ackConn, ackedTo uint64
 }
 
 type entry struct {
@@ -372,6 +376,11 @@ func (c *Client) stream(ctx context.Context, conn net.Conn, fr *FrameReader, ses
 	if sess != nil {
 		send = sess.send // fr checks with sess.recv since the Ready
 	}
+	c.mu.Lock()
+	c.ackConn++
+	gen := c.ackConn
+	c.ackedTo = 0
+	c.mu.Unlock()
 	dead := make(chan error, 1)
 	go func() {
 		// The upstream sends nothing after Ready but Acks and a Close;
@@ -393,7 +402,7 @@ func (c *Client) stream(ctx context.Context, conn net.Conn, fr *FrameReader, ses
 					dead <- fmt.Errorf("bad ack from upstream: %w", p.err)
 					return
 				}
-				c.acked(n)
+				c.acked(gen, n)
 			}
 		}
 	}()
@@ -451,6 +460,9 @@ func (c *Client) stream(ctx context.Context, conn net.Conn, fr *FrameReader, ses
 					c.unacked, c.uhead = c.unacked[:k], 0
 				}
 				e.end = written
+				if e.end <= c.ackedTo {
+					continue // the ack came before this bookkeeping
+				}
 				c.unacked = append(c.unacked, e)
 			}
 		}
@@ -652,10 +664,14 @@ func (c *Client) dropPinned() bool {
 }
 
 // acked drops the unacknowledged entries the upstream has processed:
-// those ending at or before byte offset n of the connection.
-func (c *Client) acked(n uint64) {
+// those ending at or before byte offset n of connection gen.
+func (c *Client) acked(gen, n uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if gen != c.ackConn {
+		return
+	}
+	c.ackedTo = max(c.ackedTo, n)
 	for c.uhead < len(c.unacked) && c.unacked[c.uhead].end <= n {
 		c.unacked[c.uhead] = entry{}
 		c.uhead++
