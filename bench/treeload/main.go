@@ -12,6 +12,9 @@
 // same machine and its CPU is reported too: on a small machine it competes
 // with the aggregator.
 //
+// --key authenticates every link with a shared key generated for the run
+// (tagged frames, protocol 2), to compare its cost with unkeyed runs.
+//
 // --perf FILE records the first aggregator with `perf record -g` during the
 // window (build vigil without -s -w so perf finds the symbols).
 package main
@@ -19,6 +22,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"flag"
 	"fmt"
 	"io"
@@ -50,6 +54,7 @@ type options struct {
 	cpus      int
 	groupSize int
 	perf      string
+	key       bool
 }
 
 func main() {
@@ -63,6 +68,7 @@ func main() {
 	flag.IntVar(&o.cpus, "cpus", 16, "cores per simulated node (16: about 320 values per tick)")
 	flag.IntVar(&o.groupSize, "group-size", 500, "simulated nodes per connection")
 	flag.StringVar(&o.perf, "perf", "", "write a perf.data of the first aggregator to this file")
+	flag.BoolVar(&o.key, "key", false, "authenticate every link with a shared key generated for the run")
 	flag.Parse()
 	if o.levels != 1 && o.levels != 2 {
 		fmt.Fprintln(os.Stderr, "treeload: --levels must be 1 or 2")
@@ -215,9 +221,26 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
+	var key []byte
+	var keyArgs []string
+	if o.key {
+		dir, err := os.MkdirTemp("", "treeload")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		path := filepath.Join(dir, "cluster.key")
+		if err := os.WriteFile(path, []byte(rand.Text()), 0o600); err != nil {
+			return err
+		}
+		if key, err = wire.LoadKey(path); err != nil {
+			return err
+		}
+		keyArgs = []string{"--key", path}
+	}
 	var topStats wire.ServerStats
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	go wire.Serve(ctx, ln, wire.ServerOptions{Name: "treeload-top", Log: quiet, Stats: &topStats}, tp)
+	go wire.Serve(ctx, ln, wire.ServerOptions{Name: "treeload-top", Key: key, Log: quiet, Stats: &topStats}, tp)
 
 	// Aggregators from the top down, each streaming to the one above.
 	var aggs []*child // aggs[0] is L1
@@ -232,8 +255,8 @@ func run(o options) error {
 			return err
 		}
 		name := fmt.Sprintf("treeload-l%d", level)
-		a, err := startChild(bin, name, "aggregator", "--name", name, "--listen", listen, "--upstream", upstream,
-			"--http", httpAddr, "--interval", o.interval.String(), "--log-level", "warn")
+		a, err := startChild(bin, name, append([]string{"aggregator", "--name", name, "--listen", listen, "--upstream", upstream,
+			"--http", httpAddr, "--interval", o.interval.String(), "--log-level", "warn"}, keyArgs...)...)
 		if err != nil {
 			return err
 		}
@@ -246,8 +269,8 @@ func run(o options) error {
 		}
 	}
 	l1 := aggs[0]
-	sim, err := startChild(bin, "simulate", "simulate", "--nodes", strconv.Itoa(o.nodes), "--interval", o.interval.String(),
-		"--cpus", strconv.Itoa(o.cpus), "--group-size", strconv.Itoa(o.groupSize), "--upstream", upstream)
+	sim, err := startChild(bin, "simulate", append([]string{"simulate", "--nodes", strconv.Itoa(o.nodes), "--interval", o.interval.String(),
+		"--cpus", strconv.Itoa(o.cpus), "--group-size", strconv.Itoa(o.groupSize), "--upstream", upstream}, keyArgs...)...)
 	if err != nil {
 		return err
 	}
@@ -346,8 +369,8 @@ func run(o options) error {
 	simTotals := lastMatch(sim.stderr.String(), `msg=totals .*ticks=(\d+) dropped=(\d+).*overruns=(\d+)`)
 	vpn := lastMatch(sim.stderr.String(), `values_per_node=(\d+)`)
 
-	fmt.Printf("treeload: nodes=%d levels=%d interval=%s window=%s cpus/node=%d group=%d\n",
-		o.nodes, o.levels, o.interval, o.duration, o.cpus, o.groupSize)
+	fmt.Printf("treeload: nodes=%d levels=%d interval=%s window=%s cpus/node=%d group=%d key=%v\n",
+		o.nodes, o.levels, o.interval, o.duration, o.cpus, o.groupSize, o.key)
 	if len(vpn) == 2 {
 		v, _ := strconv.ParseFloat(vpn[1], 64)
 		fmt.Printf("  sent (nominal)        %12.0f values/s  (%s values/node/tick)\n", v*float64(o.nodes)/o.interval.Seconds(), vpn[1])

@@ -655,7 +655,14 @@ func TestE2EGarbageClient(t *testing.T) {
 	})
 	time.Sleep(time.Second)
 	pid := agg.cmd.Process.Pid
-	pe0, err := agg.metric("vigil_aggregator_protocol_errors_total")
+	// Each garbage connection is closed for its bytes or, past the cap on
+	// handshakes from one address, refused on accepting.
+	closedFor := func() (float64, error) {
+		pe, err := agg.metric("vigil_aggregator_protocol_errors_total")
+		ref, err2 := agg.metric("vigil_aggregator_refused_total")
+		return pe + ref, errors.Join(err, err2)
+	}
+	pe0, err := closedFor()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -672,11 +679,11 @@ func TestE2EGarbageClient(t *testing.T) {
 	g1 := time.Now()
 	var pe float64
 	waitUntil(t, "protocol errors counted", 10*time.Second, func() bool {
-		pe, err = agg.metric("vigil_aggregator_protocol_errors_total")
+		pe, err = closedFor()
 		return err == nil && pe-pe0 >= 2*conns
 	})
 	if pe-pe0 != 2*conns {
-		t.Errorf("protocol errors rose by %v for %d garbage connections", pe-pe0, 2*conns)
+		t.Errorf("protocol errors and refusals rose by %v for %d garbage connections", pe-pe0, 2*conns)
 	}
 	t.Logf("aggregator RSS: %.1f MiB before, %.1f MiB after %d garbage connections, %.1f MiB after %d more",
 		float64(rss0)/(1<<20), float64(rss[0])/(1<<20), conns, float64(rss[1])/(1<<20), conns)

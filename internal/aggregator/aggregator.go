@@ -20,6 +20,7 @@ import (
 	"github.com/vigil-hpc/vigil/internal/httpsec"
 	"github.com/vigil-hpc/vigil/internal/metric"
 	"github.com/vigil-hpc/vigil/internal/wire"
+	"github.com/vigil-hpc/vigil/internal/wire/wiremetrics"
 )
 
 // Config is an aggregator's settings.
@@ -194,7 +195,7 @@ func (a *Aggregator) Run(ctx context.Context) error {
 	start(func() error {
 		// Children learn a tick was handled only once the upstream has it,
 		// so a kill -9 here leaves them to report what it held as gaps.
-		return wire.Serve(ctx, ln, wire.ServerOptions{Key: a.cfg.Key, Name: a.cfg.Name, Log: a.log, Stats: &a.wstats,
+		return wire.Serve(ctx, ln, wire.ServerOptions{Key: a.cfg.Key, Name: a.cfg.Name, Log: a.log, Stats: &a.wstats, Metrics: wiremetrics.New(a.reg),
 			HandledBefore: a.client.DeliveredBefore}, a)
 	})
 	start(func() error { a.housekeeping(ctx); return nil })

@@ -3,8 +3,10 @@ package aggregator
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -50,7 +52,7 @@ func TestMetricsRegistry(t *testing.T) {
 		if got := f.GetType().String(); got != typ {
 			t.Errorf("%s type %s, want %s", name, got, typ)
 		}
-		if !strings.HasPrefix(name, "vigil_") {
+		if !strings.HasPrefix(name, "vigil_aggregator_") {
 			continue
 		}
 		lbl := map[string]string{}
@@ -109,5 +111,43 @@ func TestWebConfigAuth(t *testing.T) {
 		if code, err := get(path, true); err != nil || code != http.StatusOK {
 			t.Errorf("GET %s with credentials = %d %v, want 200", path, code, err)
 		}
+	}
+}
+
+// TestWireMetricsServed: the children's listener's counters are on the
+// aggregator's /metrics while it runs; a garbage connection is counted.
+func TestWireMetricsServed(t *testing.T) {
+	uln := listen(t)
+	uln.Close()
+	cln := listen(t)
+	childAddr := cln.Addr().String()
+	cln.Close()
+	agg, err := New(Config{Name: "agg-w", Listen: childAddr, Upstream: []string{uln.Addr().String()}, Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- agg.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	srv := httptest.NewServer(agg.Handler())
+	defer srv.Close()
+	counted := false
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !counted; time.Sleep(50 * time.Millisecond) {
+		if c, err := net.Dial("tcp", childAddr); err == nil {
+			c.Write([]byte("GET / HTTP/1.0\r\n\r\n"))
+			c.Close()
+		}
+		resp, err := http.Get(srv.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		counted = regexp.MustCompile(`(?m)^vigil_wire_protocol_errors_total [1-9]`).Match(body) &&
+			strings.Contains(string(body), "vigil_wire_connections ")
+	}
+	if !counted {
+		t.Fatal("garbage connections not counted in vigil_wire_protocol_errors_total on /metrics")
 	}
 }

@@ -38,7 +38,7 @@ func newSelfDescs(name string) selfDescs {
 		lag:          g("vigil_aggregator_lag_seconds", "Largest delay from sample timestamp to arrival here over the last interval."),
 		protoErrs:    c("vigil_aggregator_protocol_errors_total", "Connections closed for malformed, oversized or unknown frames."),
 		authFails:    c("vigil_aggregator_auth_failures_total", "Peers refused for failed authentication."),
-		refused:      c("vigil_aggregator_refused_total", "Non-loopback peers refused because no key is set."),
+		refused:      c("vigil_aggregator_refused_total", "Connections refused on accepting: a connection cap reached, or a non-loopback peer while no key is set."),
 		buffer:       g("vigil_aggregator_buffer_bytes", "Encoded bytes waiting for the upstream (grows while it is away)."),
 	}
 }
@@ -75,7 +75,8 @@ func (a *Aggregator) fillSelf(b *metric.Batch, t time.Time) {
 	b.Add(d.lag, float64(a.lastLag.Load())/1e9)
 	b.Add(d.protoErrs, float64(a.wstats.ProtocolErrors.Load()))
 	b.Add(d.authFails, float64(a.wstats.AuthFailures.Load()))
-	b.Add(d.refused, float64(a.wstats.Refused.Load()))
+	b.Add(d.refused, float64(a.wstats.Refused.Load()+a.wstats.RejectedConns.Load()+a.wstats.RejectedSource.Load()+
+		a.wstats.RejectedHandshakes.Load()+a.wstats.RejectedSourceHandshakes.Load()))
 	b.Add(d.buffer, float64(a.client.QueueBytes()))
 }
 

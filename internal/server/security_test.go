@@ -131,7 +131,7 @@ func TestMetricsIngest(t *testing.T) {
 	_, srv, _ := startServerStream(t, true)
 	m := getJSON(t, srv+"/metrics")
 	for _, want := range []string{"vigil_ingest_ticks_total 0", "vigil_ingest_samples_appended_total 0", `vigil_ingest_nodes{state="up"} 0`,
-		"vigil_wire_connections 0", "vigil_wire_auth_failures_total 0", "vigil_wire_refused_total 0"} {
+		"vigil_wire_connections 0", "vigil_wire_auth_failures_total 0", "vigil_wire_handshakes 0"} {
 		if !strings.Contains(m, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}

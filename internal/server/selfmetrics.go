@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 	"github.com/vigil-hpc/vigil/internal/httpsec"
 	"github.com/vigil-hpc/vigil/internal/ingest"
 	"github.com/vigil-hpc/vigil/internal/store"
-	"github.com/vigil-hpc/vigil/internal/wire"
 )
 
 // registerMetrics adds the data directory's disk space to s.reg.
@@ -63,25 +61,6 @@ func (s *Server) registerIngest(h *ingest.Handler) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "vigil_ingest_nodes", Help: "Nodes by state.", ConstLabels: prometheus.Labels{"state": "up"}}, nodes(true)),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "vigil_ingest_nodes", Help: "Nodes by state.", ConstLabels: prometheus.Labels{"state": "down"}}, nodes(false)),
 	)
-}
-
-// registerWire exposes the tree stream's connection counts, refusals and
-// authentication failures.
-func (s *Server) registerWire() *wire.ServerStats {
-	st := &wire.ServerStats{}
-	counter := func(name, help string, v *atomic.Uint64) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v.Load()) })
-	}
-	s.reg.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "vigil_wire_connections", Help: "Open connections of the tree's stream (--listen)."},
-			func() float64 { return float64(st.Active.Load()) }),
-		counter("vigil_wire_connections_accepted_total", "Connections accepted on --listen.", &st.Accepted),
-		counter("vigil_wire_refused_total", "Non-loopback peers refused because no key is set.", &st.Refused),
-		counter("vigil_wire_auth_failures_total", "Peers refused for failed key authentication.", &st.AuthFailures),
-		counter("vigil_wire_protocol_errors_total", "Connections closed for malformed, oversized or unknown frames.", &st.ProtocolErrors),
-		counter("vigil_wire_bytes_received_total", "Wire bytes received on --listen.", &st.Bytes),
-	)
-	return st
 }
 
 // logHTTPSecurity says once which HTTP access policy applies.

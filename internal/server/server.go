@@ -31,6 +31,7 @@ import (
 	"github.com/vigil-hpc/vigil/internal/store"
 	"github.com/vigil-hpc/vigil/internal/web"
 	"github.com/vigil-hpc/vigil/internal/wire"
+	"github.com/vigil-hpc/vigil/internal/wire/wiremetrics"
 )
 
 // Defaults of the server's settings.
@@ -218,7 +219,7 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 		s.registerIngest(h)
 		g.Go(func() error { h.Run(gctx); return nil })
 		g.Go(func() error {
-			return wire.Serve(gctx, streamLn, wire.ServerOptions{Key: key, Name: "server", Log: s.log, Stats: s.registerWire()}, h)
+			return wire.Serve(gctx, streamLn, wire.ServerOptions{Key: key, Name: "server", Log: s.log, Metrics: wiremetrics.New(s.reg)}, h)
 		})
 	}
 	err := g.Wait()

@@ -88,6 +88,10 @@ type Client struct {
 	// they may have died in the peer's socket buffer (kill -9).
 	unacked []entry
 	uhead   int
+	// ackConn numbers connections, so a late ack of an old one is ignored;
+	// ackedTo is the current one's highest ack, which can overtake the
+	// bookkeeping of the write it acknowledges.
+	ackConn, ackedTo uint64
 }
 
 type entry struct {
@@ -295,7 +299,7 @@ func (c *Client) Run(ctx context.Context) error {
 	backoff := c.o.MinBackoff
 	failing := false
 	for ctx.Err() == nil {
-		conn, addr, err := c.connect(ctx)
+		conn, addr, fr, sess, err := c.connect(ctx)
 		if err != nil {
 			c.stats.DialFailures.Add(1)
 			// Say it once per outage, not on every retry.
@@ -322,7 +326,7 @@ func (c *Client) Run(ctx context.Context) error {
 		c.stats.Connects.Add(1)
 		c.stats.Connected.Store(true)
 		c.log.Info("upstream connected", "addr", addr)
-		err = c.stream(ctx, conn)
+		err = c.stream(ctx, conn, fr, sess)
 		conn.Close()
 		c.stats.Connected.Store(false)
 		c.lost()
@@ -334,8 +338,10 @@ func (c *Client) Run(ctx context.Context) error {
 	return nil
 }
 
-// connect returns the first upstream that completes the handshake.
-func (c *Client) connect(ctx context.Context) (net.Conn, string, error) {
+// connect returns the first upstream that completes the handshake, the
+// reader of its frames (which may hold bytes read past the handshake) and
+// the keyed session's frame keys (nil without a key).
+func (c *Client) connect(ctx context.Context) (net.Conn, string, *FrameReader, *session, error) {
 	var errs []error
 	for _, addr := range c.o.Addrs {
 		d := net.Dialer{Timeout: c.o.DialTimeout}
@@ -348,25 +354,37 @@ func (c *Client) connect(ctx context.Context) (net.Conn, string, error) {
 			_ = tc.SetNoDelay(true)
 		}
 		_ = conn.SetDeadline(time.Now().Add(c.o.HandshakeTimeout))
-		fr := NewFrameReader(bufio.NewReader(conn), 1<<16)
-		if _, err := clientHandshake(conn, fr, c.o.Key, c.o.Name); err != nil {
+		fr := NewFrameReader(bufio.NewReaderSize(conn, 4096), maxHandshakeFrame)
+		_, sess, err := clientHandshake(conn, fr, c.o.Key, c.o.Name)
+		if err != nil {
 			conn.Close()
 			errs = append(errs, fmt.Errorf("%s: %w", addr, err))
 			continue
 		}
 		_ = conn.SetDeadline(time.Time{})
-		return conn, addr, nil
+		fr.max = 1 << 16 // acks, and a close with its reason
+		return conn, addr, fr, sess, nil
 	}
-	return nil, "", errors.Join(errs...)
+	return nil, "", nil, nil, errors.Join(errs...)
 }
 
 // stream writes queued frames until the connection fails or ctx is done.
-func (c *Client) stream(ctx context.Context, conn net.Conn) error {
+// With a keyed session each frame's CRC is replaced by its tag as it is
+// written (sealing happens here, outside the queue's lock).
+func (c *Client) stream(ctx context.Context, conn net.Conn, fr *FrameReader, sess *session) error {
+	var send *frameMAC
+	if sess != nil {
+		send = sess.send // fr checks with sess.recv since the Ready
+	}
+	c.mu.Lock()
+	c.ackConn++
+	gen := c.ackConn
+	c.ackedTo = 0
+	c.mu.Unlock()
 	dead := make(chan error, 1)
 	go func() {
-		// The upstream sends nothing after Ready but a Close; reading
-		// notices both that and a dropped connection.
-		fr := NewFrameReader(conn, 1<<16)
+		// The upstream sends nothing after Ready but Acks and a Close;
+		// reading notices those and a dropped connection.
 		for {
 			typ, payload, err := fr.Next()
 			if err != nil {
@@ -384,20 +402,20 @@ func (c *Client) stream(ctx context.Context, conn net.Conn) error {
 					dead <- fmt.Errorf("bad ack from upstream: %w", p.err)
 					return
 				}
-				c.acked(n)
+				c.acked(gen, n)
 			}
 		}
 	}()
 	keep := time.NewTimer(c.o.KeepAlive)
 	defer keep.Stop()
-	var wbuf []byte
+	var wbuf, sealed []byte
 	var written uint64
 	for {
 		wbuf = c.collect(wbuf[:0], 256<<10)
 		if len(wbuf) == 0 {
 			select {
 			case <-ctx.Done():
-				c.flush(conn)
+				c.flush(conn, send)
 				return ctx.Err()
 			case err := <-dead:
 				return err
@@ -407,8 +425,13 @@ func (c *Client) stream(ctx context.Context, conn net.Conn) error {
 				wbuf = appendFrame(wbuf, framePing, nil)
 			}
 		}
+		out := wbuf
+		if send != nil {
+			sealed = send.seal(sealed[:0], wbuf)
+			out = sealed
+		}
 		_ = conn.SetWriteDeadline(time.Now().Add(c.o.WriteTimeout))
-		n, err := writeAll(conn, wbuf)
+		n, err := writeAll(conn, out)
 		c.stats.Bytes.Add(uint64(n))
 		written += uint64(n)
 		keep.Reset(c.o.KeepAlive)
@@ -437,6 +460,9 @@ func (c *Client) stream(ctx context.Context, conn net.Conn) error {
 					c.unacked, c.uhead = c.unacked[:k], 0
 				}
 				e.end = written
+				if e.end <= c.ackedTo {
+					continue // the ack came before this bookkeeping
+				}
 				c.unacked = append(c.unacked, e)
 			}
 		}
@@ -451,19 +477,20 @@ func (c *Client) stream(ctx context.Context, conn net.Conn) error {
 
 // flush writes what is queued and a Close frame, within a second, so a
 // stopping sampler's last ticks arrive and the upstream sees a clean end.
-func (c *Client) flush(conn net.Conn) {
+func (c *Client) flush(conn net.Conn, send *frameMAC) {
 	_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
-	var w []byte
+	var w, out []byte
 	for {
 		w = c.collect(w[:0], 256<<10)
 		if len(w) == 0 {
 			break
 		}
-		if _, err := conn.Write(w); err != nil {
+		out = send.seal(out[:0], w)
+		if _, err := conn.Write(out); err != nil {
 			return
 		}
 	}
-	_, _ = conn.Write(appendClose(nil, "shutting down"))
+	_, _ = conn.Write(send.seal(nil, appendClose(nil, "shutting down")))
 }
 
 // collect moves queued frames, up to about max bytes, into w.
@@ -637,10 +664,14 @@ func (c *Client) dropPinned() bool {
 }
 
 // acked drops the unacknowledged entries the upstream has processed:
-// those ending at or before byte offset n of the connection.
-func (c *Client) acked(n uint64) {
+// those ending at or before byte offset n of connection gen.
+func (c *Client) acked(gen, n uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if gen != c.ackConn {
+		return
+	}
+	c.ackedTo = max(c.ackedTo, n)
 	for c.uhead < len(c.unacked) && c.unacked[c.uhead].end <= n {
 		c.unacked[c.uhead] = entry{}
 		c.uhead++

@@ -1,7 +1,13 @@
 package wire
 
-// ClientHandshake lets external tests speak the protocol by hand.
-var ClientHandshake = clientHandshake
+import "io"
+
+// ClientHandshake lets external tests speak the protocol by hand (unkeyed:
+// a keyed session's frames need its keys).
+func ClientHandshake(rw io.ReadWriter, fr *FrameReader, key []byte, name string) (string, error) {
+	name, _, err := clientHandshake(rw, fr, key, name)
+	return name, err
+}
 
 // AppendFrame lets external tests build frames.
 var AppendFrame = appendFrame

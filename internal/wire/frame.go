@@ -13,8 +13,9 @@ import (
 	"slices"
 )
 
-// Version is the protocol version carried in every frame header.
-const Version = 1
+// Version is the protocol version carried in every frame header. Version 2
+// authenticates every frame of a keyed session (session.go).
+const Version = 2
 
 // Frame types.
 const (
@@ -39,6 +40,10 @@ const (
 	trailerSize = 4 // CRC-32C
 	// DefaultMaxFrame bounds a frame's payload unless Limits say otherwise.
 	DefaultMaxFrame = 16 << 20
+	// maxHandshakeFrame bounds a frame's payload before authentication: a
+	// hello is at most 322 bytes, so an unauthenticated peer cannot make
+	// the receiver buffer more.
+	maxHandshakeFrame = 1024
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -51,6 +56,9 @@ var (
 	ErrUnknownFrame  = errors.New("unknown frame type")
 	ErrMalformed     = errors.New("malformed frame")
 	ErrLimit         = errors.New("limit exceeded")
+	// ErrFrameAuth is a frame of a keyed session whose tag does not match:
+	// forged, replayed, reordered, or a frame before it went missing.
+	ErrFrameAuth = errors.New("frame authentication failed")
 )
 
 // beginFrame appends a header whose length is filled in by endFrame.
@@ -82,7 +90,8 @@ type FrameReader struct {
 	r   io.Reader
 	max int
 	hdr [headerSize]byte
-	buf []byte
+	buf []byte    // header, payload and trailer of the last frame
+	mac *frameMAC // keyed session: frames end in a tag, not a CRC
 }
 
 // NewFrameReader reads frames of at most max payload bytes (<= 0: the default).
@@ -91,6 +100,14 @@ func NewFrameReader(r io.Reader, max int) *FrameReader {
 		max = DefaultMaxFrame
 	}
 	return &FrameReader{r: r, max: max}
+}
+
+// trailer is the size of the frames' trailer: CRC or tag.
+func (fr *FrameReader) trailer() int {
+	if fr.mac != nil {
+		return tagSize
+	}
+	return trailerSize
 }
 
 // Next returns the next frame's type and payload. io.EOF means the stream
@@ -107,12 +124,13 @@ func (fr *FrameReader) Next() (byte, []byte, error) {
 		return 0, nil, fmt.Errorf("%w: %d > %d bytes", ErrFrameTooLarge, n, fr.max)
 	}
 	if v := fr.hdr[4]; v != Version {
-		return 0, nil, fmt.Errorf("%w %d", ErrVersion, v)
+		return 0, nil, fmt.Errorf("%w %d (this end speaks %d)", ErrVersion, v, Version)
 	}
 	// Grow the buffer as bytes arrive, so a forged length costs memory only
 	// when the peer actually sends that much.
-	need := int(n) + trailerSize
-	buf := fr.buf[:0]
+	end := headerSize + int(n)
+	need := end + fr.trailer()
+	buf := append(fr.buf[:0], fr.hdr[:]...)
 	for len(buf) < need {
 		chunk := min(need-len(buf), max(64<<10, len(buf)))
 		buf = slices.Grow(buf, chunk)
@@ -127,12 +145,17 @@ func (fr *FrameReader) Next() (byte, []byte, error) {
 		}
 	}
 	fr.buf = buf
-	payload := buf[:n]
-	sum := crc32.Update(crc32.Checksum(fr.hdr[4:], castagnoli), castagnoli, payload)
-	if got := binary.BigEndian.Uint32(buf[n:]); got != sum {
-		return 0, nil, fmt.Errorf("%w (type %d, %d bytes)", ErrChecksum, fr.hdr[5], n)
+	if fr.mac != nil {
+		if !fr.mac.check(buf[:end], buf[end:]) {
+			return 0, nil, fmt.Errorf("%w (type %d, %d bytes)", ErrFrameAuth, fr.hdr[5], n)
+		}
+	} else {
+		sum := crc32.Checksum(buf[4:end], castagnoli)
+		if got := binary.BigEndian.Uint32(buf[end:]); got != sum {
+			return 0, nil, fmt.Errorf("%w (type %d, %d bytes)", ErrChecksum, fr.hdr[5], n)
+		}
 	}
-	return fr.hdr[5], payload, nil
+	return fr.hdr[5], buf[headerSize:end], nil
 }
 
 // payloadReader decodes the primitive fields of a payload; the first

@@ -5,8 +5,10 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 )
@@ -19,7 +21,9 @@ import (
 //	server -> Ready, or Close{reason}
 //
 // Without a key the macs are left out. Distinct labels stop a peer from
-// reflecting a mac back; fresh nonces on both sides stop replay.
+// reflecting a mac back; fresh nonces on both sides stop replay. With a
+// key, both ends then derive the session's frame keys from the two hellos
+// (session.go), and from the server's Ready on every frame is tagged.
 
 const (
 	helloKeyed = 1
@@ -58,8 +62,9 @@ type hello struct {
 	mac   []byte
 }
 
-func appendHello(dst []byte, h hello) []byte {
-	dst, start := beginFrame(dst, frameHello)
+// appendHelloPayload appends a hello's payload; its bytes go into the
+// session keys, so each side keeps the exact bytes of both hellos.
+func appendHelloPayload(dst []byte, h hello) []byte {
 	var flags byte
 	if h.keyed {
 		flags |= helloKeyed
@@ -67,8 +72,11 @@ func appendHello(dst []byte, h hello) []byte {
 	dst = append(dst, flags)
 	dst = append(dst, h.nonce...)
 	dst = appendString(dst, h.name)
-	dst = append(dst, h.mac...)
-	return endFrame(dst, start)
+	return append(dst, h.mac...)
+}
+
+func appendHello(dst []byte, h hello) []byte {
+	return appendFrame(dst, frameHello, appendHelloPayload(nil, h))
 }
 
 func parseHello(payload []byte, withMac bool) (hello, error) {
@@ -129,81 +137,107 @@ func appendClose(dst []byte, reason string) []byte {
 	return endFrame(dst, start)
 }
 
+// v1Close is a Close frame as protocol version 1 frames it, so a sender
+// older than version 2 logs why it is refused rather than a reset.
+func v1Close(reason string) []byte {
+	b := appendClose(nil, reason)
+	b[4] = 1
+	binary.BigEndian.PutUint32(b[len(b)-trailerSize:], crc32.Checksum(b[4:len(b)-trailerSize], castagnoli))
+	return b
+}
+
 // clientHandshake runs the client side on an established connection and
-// returns the server's name.
-func clientHandshake(rw io.ReadWriter, fr *FrameReader, key []byte, name string) (string, error) {
+// returns the server's name and, with a key, the session whose frame keys
+// the client must use from now on (fr already checks incoming frames).
+func clientHandshake(rw io.ReadWriter, fr *FrameReader, key []byte, name string) (string, *session, error) {
 	nc := newNonce()
-	if _, err := rw.Write(appendHello(nil, hello{keyed: key != nil, nonce: nc, name: name})); err != nil {
-		return "", fmt.Errorf("send hello: %w", err)
+	ch := appendHelloPayload(nil, hello{keyed: key != nil, nonce: nc, name: name})
+	if _, err := rw.Write(appendFrame(nil, frameHello, ch)); err != nil {
+		return "", nil, fmt.Errorf("send hello: %w", err)
 	}
 	payload, err := expect(fr, frameHello, "server hello")
 	if err != nil {
-		return "", err
+		if errors.Is(err, io.EOF) {
+			err = fmt.Errorf("%w (a receiver older than wire protocol %d closes without a reason)", err, Version)
+		}
+		return "", nil, err
 	}
 	sh, err := parseHello(payload, true)
 	if err != nil {
-		return "", fmt.Errorf("server hello: %w", err)
+		return "", nil, fmt.Errorf("server hello: %w", err)
 	}
+	var sess *session
 	if key != nil {
 		if !sh.keyed {
 			_, _ = rw.Write(appendClose(nil, "client requires a key"))
-			return sh.name, fmt.Errorf("%w: server %q has no key, so it cannot prove itself", ErrAuth, sh.name)
+			return sh.name, nil, fmt.Errorf("%w: server %q has no key, so it cannot prove itself", ErrAuth, sh.name)
 		}
 		if !hmac.Equal(sh.mac, mac(key, "vigil/1 server", nc, sh.nonce)) {
 			_, _ = rw.Write(appendClose(nil, "server failed authentication"))
-			return sh.name, fmt.Errorf("%w: server %q does not hold our key", ErrAuth, sh.name)
+			return sh.name, nil, fmt.Errorf("%w: server %q does not hold our key", ErrAuth, sh.name)
 		}
-		var buf []byte
-		buf, start := beginFrame(buf, frameAuth)
-		buf = append(buf, mac(key, "vigil/1 client", sh.nonce, nc)...)
-		if _, err := rw.Write(endFrame(buf, start)); err != nil {
-			return sh.name, fmt.Errorf("send auth: %w", err)
+		sess = newSession(key, ch, payload, true)
+		if _, err := rw.Write(appendFrame(nil, frameAuth, mac(key, "vigil/1 client", sh.nonce, nc))); err != nil {
+			return sh.name, nil, fmt.Errorf("send auth: %w", err)
 		}
+		fr.mac = sess.recv // the server's Ready is its first tagged frame
 	}
 	if _, err := expect(fr, frameReady, "ready"); err != nil {
 		if sh.keyed && key == nil {
-			return sh.name, fmt.Errorf("%w: server requires a key: %v", ErrAuth, err)
+			return sh.name, nil, fmt.Errorf("%w: server requires a key: %v", ErrAuth, err)
 		}
-		return sh.name, err
+		return sh.name, nil, err
 	}
-	return sh.name, nil
+	return sh.name, sess, nil
 }
 
-// serverHandshake runs the server side and returns the client's name. On an
-// authentication failure it tells the client why before returning ErrAuth.
-func serverHandshake(rw io.ReadWriter, fr *FrameReader, key []byte, name string) (string, error) {
+// serverHandshake runs the server side and returns the client's name and,
+// with a key, the session (fr already checks incoming frames with it). On
+// an authentication failure it tells the client why before returning
+// ErrAuth.
+func serverHandshake(rw io.ReadWriter, fr *FrameReader, key []byte, name string) (string, *session, error) {
 	payload, err := expect(fr, frameHello, "client hello")
 	if err != nil {
-		return "", err
+		if errors.Is(err, ErrVersion) && fr.hdr[4] == 1 {
+			_, _ = rw.Write(v1Close(fmt.Sprintf("this receiver speaks wire protocol %d: upgrade the sender", Version)))
+		}
+		return "", nil, err
 	}
 	ch, err := parseHello(payload, false)
 	if err != nil {
-		return "", fmt.Errorf("client hello: %w", err)
+		return "", nil, fmt.Errorf("client hello: %w", err)
 	}
+	chBytes := bytes.Clone(payload)
 	ns := newNonce()
 	sh := hello{keyed: key != nil, nonce: ns, name: name}
 	if key != nil {
 		sh.mac = mac(key, "vigil/1 server", ch.nonce, ns)
 	}
-	if _, err := rw.Write(appendHello(nil, sh)); err != nil {
-		return ch.name, fmt.Errorf("send hello: %w", err)
+	shBytes := appendHelloPayload(nil, sh)
+	if _, err := rw.Write(appendFrame(nil, frameHello, shBytes)); err != nil {
+		return ch.name, nil, fmt.Errorf("send hello: %w", err)
 	}
+	ready := appendFrame(nil, frameReady, nil)
+	var sess *session
 	if key != nil {
 		if !ch.keyed {
 			_, _ = rw.Write(appendClose(nil, "a key is required"))
-			return ch.name, fmt.Errorf("%w: client %q has no key", ErrAuth, ch.name)
+			return ch.name, nil, fmt.Errorf("%w: client %q has no key", ErrAuth, ch.name)
 		}
 		payload, err := expect(fr, frameAuth, "auth")
 		if err != nil {
-			return ch.name, fmt.Errorf("%w: client %q: %v", ErrAuth, ch.name, err)
+			return ch.name, nil, fmt.Errorf("%w: client %q: %v", ErrAuth, ch.name, err)
 		}
 		if !hmac.Equal(payload, mac(key, "vigil/1 client", ns, ch.nonce)) {
 			_, _ = rw.Write(appendClose(nil, "authentication failed"))
-			return ch.name, fmt.Errorf("%w: client %q does not hold our key", ErrAuth, ch.name)
+			return ch.name, nil, fmt.Errorf("%w: client %q does not hold our key", ErrAuth, ch.name)
 		}
+		sess = newSession(key, chBytes, shBytes, false)
+		fr.mac = sess.recv
+		ready = sess.send.seal(nil, ready)
 	}
-	if _, err := rw.Write(appendFrame(nil, frameReady, nil)); err != nil {
-		return ch.name, fmt.Errorf("send ready: %w", err)
+	if _, err := rw.Write(ready); err != nil {
+		return ch.name, nil, fmt.Errorf("send ready: %w", err)
 	}
-	return ch.name, nil
+	return ch.name, sess, nil
 }
