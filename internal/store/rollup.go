@@ -351,10 +351,10 @@ func (r *Rollup) append(app storage.Appender, lset labels.Labels, t int64, v flo
 // MinTime is the oldest timestamp the raw store holds (math.MaxInt64 when
 // it is empty).
 func (s *Store) MinTime() int64 {
-	if bs := s.db.Blocks(); len(bs) > 0 {
+	if bs := s.tdb().Blocks(); len(bs) > 0 {
 		return bs[0].Meta().MinTime
 	}
-	h := s.db.Head()
+	h := s.tdb().Head()
 	if h.NumSeries() == 0 {
 		return math.MaxInt64
 	}

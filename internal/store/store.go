@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/storage"
@@ -76,7 +77,17 @@ type Options struct {
 	// (0: DefaultSamplesPerChunk). Each chunk repeats a full timestamp and
 	// value and has its own header and index entry, about 25 bytes.
 	SamplesPerChunk int
-	Logger          *slog.Logger
+	// MinFreeBytes is the free space kept on the data directory's file
+	// system: below it the store turns read-only (appends fail with
+	// ErrNotWritable) until there is room again (0: DefaultMinFreeBytes;
+	// negative: no check).
+	MinFreeBytes int64
+	// CheckInterval is how often free space is checked and a store made
+	// read-only by a failed write reopened (0: DefaultCheckInterval).
+	CheckInterval time.Duration
+	// Registerer receives the store's vigil_store_* metrics (nil: none).
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
 }
 
 // Metadata is the HELP/TYPE information of one metric name.
@@ -88,10 +99,14 @@ type Metadata struct {
 
 // Store is safe for concurrent use.
 type Store struct {
-	db     *tsdb.DB
+	gen    atomic.Pointer[generation] // the open TSDB (durable.go)
+	dur    durable
 	log    *slog.Logger
 	opts   Options
 	scaled bool // integer storage of decimalScales metrics (scale.go)
+	// readOnlyOpen: the TSDB could not be opened for writing at start
+	// (full disk); queries read a read-only copy until it can (durable.go).
+	readOnlyOpen bool
 
 	mu     sync.Mutex // guards nodes, cached, meta
 	nodes  map[string]*nodeCache
@@ -148,33 +163,60 @@ func Open(opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.MinFreeBytes == 0 {
+		opts.MinFreeBytes = DefaultMinFreeBytes
+	}
+	if opts.CheckInterval <= 0 {
+		opts.CheckInterval = DefaultCheckInterval
+	}
+	scaled, err := dataFormat(opts.Dir, opts.Logger)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{
+		scaled: scaled,
+		log:    opts.Logger,
+		opts:   opts,
+		nodes:  map[string]*nodeCache{},
+		meta:   map[string]Metadata{},
+	}
+	s.initDurable()
+	db, err := s.openTSDB()
+	if err != nil {
+		return nil, err
+	}
+	s.gen.Store(&generation{db: db})
+	s.startWatch()
+	return s, nil
+}
+
+func (s *Store) openTSDB() (*tsdb.DB, error) {
+	opts := s.opts
 	to := tsdb.DefaultOptions()
 	to.RetentionDuration = opts.Retention.Milliseconds()
 	to.MaxBytes = opts.MaxBytes
 	to.OutOfOrderTimeWindow = opts.OutOfOrderWindow.Milliseconds()
 	to.WALCompression = compression.Snappy
 	to.SamplesPerChunk = opts.SamplesPerChunk
-	scaled, err := dataFormat(opts.Dir, opts.Logger)
-	if err != nil {
-		return nil, err
-	}
 	db, err := tsdb.Open(opts.Dir, opts.Logger.With("component", "tsdb"), nil, to, nil)
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", opts.Dir, err)
 	}
-	return &Store{
-		scaled: scaled,
-		db:     db,
-		log:    opts.Logger,
-		opts:   opts,
-		nodes:  map[string]*nodeCache{},
-		meta:   map[string]Metadata{},
-	}, nil
+	return db, nil
 }
 
 // Close flushes and closes the database.
 func (s *Store) Close() error {
-	if err := s.db.Close(); err != nil {
+	s.stopWatch()
+	s.dur.commitMu.Lock()
+	defer s.dur.commitMu.Unlock()
+	s.dur.writable.Store(false)
+	g := s.gen.Load()
+	if g.closed {
+		return nil
+	}
+	g.closed = true
+	if err := g.db.Close(); err != nil {
 		return fmt.Errorf("store: close %s: %w", s.opts.Dir, err)
 	}
 	return nil
@@ -182,7 +224,7 @@ func (s *Store) Close() error {
 
 // Querier makes Store a storage.Queryable for the query engine.
 func (s *Store) Querier(mint, maxt int64) (storage.Querier, error) {
-	q, err := s.db.Querier(mint, maxt)
+	q, err := s.tdb().Querier(mint, maxt)
 	if err != nil {
 		return nil, err
 	}
@@ -194,11 +236,16 @@ func (s *Store) Querier(mint, maxt int64) (storage.Querier, error) {
 
 // Appender returns an appender for ingest paths that carry their own
 // label sets (remote write). The caller must Commit or Rollback it.
+// While the store is read-only every call fails with ErrNotWritable.
 func (s *Store) Appender(ctx context.Context) storage.Appender {
-	if !s.scaled {
-		return s.db.Appender(ctx)
+	app, g, err := s.begin(ctx)
+	if err != nil {
+		return refusingAppender{err}
 	}
-	return scaledAppender{Appender: s.db.Appender(ctx), s: s}
+	if s.scaled {
+		app = scaledAppender{Appender: app, s: s}
+	}
+	return guardedAppender{Appender: app, s: s, g: g}
 }
 
 // RejectedError reports samples the TSDB refused (out of order, duplicate
@@ -240,12 +287,15 @@ func (s *Store) AppendTick(node string, t time.Time, descs []*metric.Desc, value
 	defer nc.mu.Unlock()
 	nc.lastUsed = time.Now()
 	ts := t.UnixMilli()
-	app := s.db.Appender(context.Background())
+	app, g, err := s.begin(context.Background())
+	if err != nil {
+		return err
+	}
 	var rej *RejectedError
 	for i, d := range descs {
 		sr, err := s.ref(nc, node, d)
 		if err != nil {
-			_ = app.Rollback()
+			s.rollback(app, g)
 			return err
 		}
 		v := values[i]
@@ -272,12 +322,12 @@ func (s *Store) AppendTick(node string, t time.Time, descs []*metric.Desc, value
 			}
 			rej.Rejected++
 		default:
-			_ = app.Rollback()
+			s.rollback(app, g)
 			return fmt.Errorf("store: append %s: %w", sr.lset, err)
 		}
 	}
-	if err := app.Commit(); err != nil {
-		return fmt.Errorf("store: commit tick of node %q: %w", node, err)
+	if err := s.commit(app, g); err != nil {
+		return err // already says why; the node adds nothing a retry needs
 	}
 	if n := s.ticks.Add(1); n%4096 == 0 {
 		s.sweep()
@@ -315,18 +365,21 @@ func (s *Store) SetUp(node string, t time.Time, up bool) error {
 	if up {
 		v = 1
 	}
-	app := s.db.Appender(context.Background())
+	app, g, err := s.begin(context.Background())
+	if err != nil {
+		return err
+	}
 	ref, err := app.Append(nc.up.ref, nc.up.lset, t.UnixMilli(), v)
 	if err != nil {
-		_ = app.Rollback()
+		s.rollback(app, g)
 		if sampleRejected(err) {
 			s.rejected.Add(1)
 		}
 		return fmt.Errorf("store: append %s: %w", nc.up.lset, err)
 	}
 	nc.up.ref = ref
-	if err := app.Commit(); err != nil {
-		return fmt.Errorf("store: commit up of node %q: %w", node, err)
+	if err := s.commit(app, g); err != nil {
+		return err
 	}
 	return nil
 }
@@ -347,14 +400,18 @@ func (s *Store) Gap(node string, from, to time.Time) error {
 	nc.mu.Lock()
 	defer nc.mu.Unlock()
 	ts := from.UnixMilli()
-	q, err := s.db.Querier(ts-staleLookback.Milliseconds(), math.MaxInt64)
+	ctx := context.Background()
+	app, g, err := s.begin(ctx)
 	if err != nil {
+		return err
+	}
+	q, err := g.db.Querier(ts-staleLookback.Milliseconds(), math.MaxInt64)
+	if err != nil {
+		s.rollback(app, g) // nothing appended yet: nothing to log
 		return fmt.Errorf("store: gap of node %q: %w", node, err)
 	}
 	defer q.Close()
-	ctx := context.Background()
 	set := q.Select(ctx, false, nil, labels.MustNewMatcher(labels.MatchEqual, NodeLabel, node))
-	app := s.db.Appender(ctx)
 	var it chunkenc.Iterator
 	marked := 0
 	for set.Next() {
@@ -371,24 +428,24 @@ func (s *Store) Gap(node string, from, to time.Time) error {
 			seen = true
 		}
 		if err := it.Err(); err != nil {
-			_ = app.Rollback()
+			s.rollback(app, g)
 			return fmt.Errorf("store: gap of node %q: read %s: %w", node, series.Labels(), err)
 		}
 		if !seen || lastT >= ts || value.IsStaleNaN(lastV) {
 			continue
 		}
 		if _, err := app.Append(0, series.Labels(), ts, math.Float64frombits(value.StaleNaN)); err != nil && !sampleRejected(err) {
-			_ = app.Rollback()
+			s.rollback(app, g)
 			return fmt.Errorf("store: gap of node %q: mark %s stale: %w", node, series.Labels(), err)
 		}
 		marked++
 	}
 	if err := set.Err(); err != nil {
-		_ = app.Rollback()
+		s.rollback(app, g)
 		return fmt.Errorf("store: gap of node %q: select: %w", node, err)
 	}
-	if err := app.Commit(); err != nil {
-		return fmt.Errorf("store: gap of node %q: commit: %w", node, err)
+	if err := s.commit(app, g); err != nil {
+		return err
 	}
 	s.gaps.Add(1)
 	s.log.Debug("gap recorded", "node", node, "from", from, "to", to, "series", marked)
@@ -436,7 +493,7 @@ func (s *Store) Stats() Stats {
 	s.mu.Lock()
 	cached := s.cached
 	s.mu.Unlock()
-	h := s.db.Head()
+	h := s.tdb().Head()
 	return Stats{
 		Ticks: s.ticks.Load(), RejectedSamples: s.rejected.Load(), Gaps: s.gaps.Load(),
 		UnscaledSamples: s.unscaled.Load(),
@@ -520,11 +577,11 @@ func (s *Store) sweep() {
 // as the TSDB otherwise does once the head spans 3h. Benchmarks use it to
 // measure the on-disk size of fresh data.
 func (s *Store) CompactHead() error {
-	h := s.db.Head()
+	h := s.tdb().Head()
 	if h.NumSeries() == 0 {
 		return nil
 	}
-	if err := s.db.CompactHead(tsdb.NewRangeHead(h, h.MinTime(), h.MaxTime())); err != nil {
+	if err := s.tdb().CompactHead(tsdb.NewRangeHead(h, h.MinTime(), h.MaxTime())); err != nil {
 		return fmt.Errorf("store: compact head of %s: %w", s.opts.Dir, err)
 	}
 	return nil
@@ -573,7 +630,7 @@ type BlockInfo struct {
 // Blocks lists the persisted blocks, oldest first.
 func (s *Store) Blocks() []BlockInfo {
 	var out []BlockInfo
-	for _, b := range s.db.Blocks() {
+	for _, b := range s.tdb().Blocks() {
 		m := b.Meta()
 		out = append(out, BlockInfo{Dir: b.Dir(), MinTime: m.MinTime, MaxTime: m.MaxTime,
 			Samples: m.Stats.NumSamples, Series: m.Stats.NumSeries, Chunks: m.Stats.NumChunks, Bytes: b.Size()})
@@ -590,7 +647,7 @@ type ChunkStat struct {
 // metric name (twins under their metric), for benchmarks: where the disk
 // goes.
 func (s *Store) ChunkStats(ctx context.Context) (map[string]ChunkStat, error) {
-	q, err := s.db.ChunkQuerier(math.MinInt64, math.MaxInt64)
+	q, err := s.tdb().ChunkQuerier(math.MinInt64, math.MaxInt64)
 	if err != nil {
 		return nil, fmt.Errorf("store: chunk stats: %w", err)
 	}
