@@ -264,11 +264,11 @@ func (s *Store) check() {
 		s.dur.mu.Unlock()
 		return
 	}
-	if !failed && !s.readOnlyOpen {
+	if !failed {
 		s.setStateLocked(nil)
 	}
 	s.dur.mu.Unlock()
-	if failed || s.readOnlyOpen {
+	if failed {
 		s.reopen()
 	}
 }
@@ -301,7 +301,6 @@ func (s *Store) reopen() {
 	s.dur.reopens.Inc()
 	s.dur.mu.Lock()
 	s.dur.failed = false
-	s.readOnlyOpen = false
 	s.setStateLocked(nil)
 	s.dur.mu.Unlock()
 }

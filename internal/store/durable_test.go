@@ -1,10 +1,14 @@
 package store
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -124,5 +128,161 @@ func TestDiskFullTornWALKeepsAcknowledged(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	checkTicks(t, s, "cn01", acked)
+}
+
+func TestRestartWhileDiskFull(t *testing.T) {
+	dir := testutil.TmpFS(t, 24<<20)
+	opts := Options{Dir: dir, MinFreeBytes: -1, CheckInterval: time.Hour}
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acked []int
+	for k := range 20 {
+		if err := s.AppendTick("cn01", tickTime(k), fullDescs, tickValues(k)); err != nil {
+			t.Fatal(err)
+		}
+		acked = append(acked, k)
+	}
+	filler := testutil.Fill(t, dir, "filler")
+	for k := 20; k < 30; k++ {
+		if err := s.AppendTick("cn01", tickTime(k), fullDescs, tickValues(k)); err == nil {
+			acked = append(acked, k)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Logf("close on a full disk: %v", err)
+	}
+	opts.MinFreeBytes = 1 << 20
+	s, err = Open(opts)
+	if err != nil {
+		t.Fatalf("open on a full disk: %v", err)
+	}
+	defer s.Close()
+	if err := s.Writable(); !errors.Is(err, ErrNotWritable) {
+		t.Fatalf("store opened on a full disk says writable: %v", err)
+	}
+	checkTicks(t, s, "cn01", acked)
+	if err := s.AppendTick("cn01", tickTime(40), fullDescs, tickValues(40)); !errors.Is(err, ErrNotWritable) {
+		t.Fatalf("append on a full disk: %v, want ErrNotWritable", err)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	s.check()
+	if err := s.Writable(); err != nil {
+		t.Fatalf("after space returned: %v", err)
+	}
+	if err := s.AppendTick("cn01", tickTime(41), fullDescs, tickValues(41)); err != nil {
+		t.Fatal(err)
+	}
+	checkTicks(t, s, "cn01", append(acked, 41))
+}
+
+// lastSegment returns the path of the last WAL segment holding data.
+func lastSegment(t *testing.T, dir string) string {
+	t.Helper()
+	es, err := os.ReadDir(filepath.Join(dir, "wal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := ""
+	for _, e := range es {
+		fi, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := strconv.Atoi(e.Name()); err == nil && fi.Size() > 0 {
+			last = filepath.Join(dir, "wal", e.Name())
+		}
+	}
+	if last == "" {
+		t.Fatal("no WAL segment with data")
+	}
+	return last
+}
+
+// tornStore writes ticks 0..n-1 and closes, then appends the start of a
+// record whose rest never made it to the last segment, as a write that
+// ran out of space leaves it.
+func tornStore(t *testing.T, dir string, n int) (seg string, acked []int) {
+	t.Helper()
+	s, err := Open(Options{Dir: dir, MinFreeBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range n {
+		if err := s.AppendTick("cn01", tickTime(k), fullDescs, tickValues(k)); err != nil {
+			t.Fatal(err)
+		}
+		acked = append(acked, k)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	seg = lastSegment(t, dir)
+	f, err := os.OpenFile(seg, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	part := []byte("the first part of a record")
+	whole := append(part, make([]byte, 100)...)
+	hdr := []byte{1 /* full record */, 0, byte(len(whole)), 0, 0, 0, 0}
+	binary.BigEndian.PutUint32(hdr[3:], crc32.Checksum(whole, crc32.MakeTable(crc32.Castagnoli))+1)
+	if _, err := f.Write(append(hdr, part...)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return seg, acked
+}
+
+func TestTornWALTailCutKeepsEarlierRecords(t *testing.T) {
+	dir := t.TempDir()
+	seg, acked := tornStore(t, dir, 30)
+	before, _ := os.Stat(seg)
+	s := openT(t, dir)
+	defer s.Close()
+	checkTicks(t, s, "cn01", acked)
+	after, err := os.Stat(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Size() >= before.Size() {
+		t.Errorf("segment %s: %d bytes after repair, %d before: torn tail not cut", seg, after.Size(), before.Size())
+	}
+}
+
+// The TSDB's own repair moves the segment to NAME.repair and copies its
+// records into a new NAME; a full disk stops it half-way. The records
+// only in NAME.repair must come back.
+func TestInterruptedTSDBRepairRestored(t *testing.T) {
+	dir := t.TempDir()
+	seg, acked := tornStore(t, dir, 30)
+	if err := os.Rename(seg, seg+".repair"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(seg, nil, 0o644); err != nil { // copied nothing yet
+		t.Fatal(err)
+	}
+	s := openT(t, dir)
+	defer s.Close()
+	checkTicks(t, s, "cn01", acked)
+}
+
+func TestOpenOnFullDiskWithTornWAL(t *testing.T) {
+	dir := testutil.TmpFS(t, 24<<20)
+	_, acked := tornStore(t, dir, 30)
+	testutil.Fill(t, dir, "filler")
+	s, err := Open(Options{Dir: dir, MinFreeBytes: 1 << 20})
+	if err != nil {
+		t.Fatalf("open on a full disk with a torn WAL: %v", err)
+	}
+	defer s.Close()
+	if err := s.Writable(); !errors.Is(err, ErrNotWritable) {
+		t.Errorf("store on a full disk says writable: %v", err)
+	}
 	checkTicks(t, s, "cn01", acked)
 }

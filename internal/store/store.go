@@ -104,9 +104,6 @@ type Store struct {
 	log    *slog.Logger
 	opts   Options
 	scaled bool // integer storage of decimalScales metrics (scale.go)
-	// readOnlyOpen: the TSDB could not be opened for writing at start
-	// (full disk); queries read a read-only copy until it can (durable.go).
-	readOnlyOpen bool
 
 	mu     sync.Mutex // guards nodes, cached, meta
 	nodes  map[string]*nodeCache
@@ -198,6 +195,9 @@ func (s *Store) openTSDB() (*tsdb.DB, error) {
 	to.OutOfOrderTimeWindow = opts.OutOfOrderWindow.Milliseconds()
 	to.WALCompression = compression.Snappy
 	to.SamplesPerChunk = opts.SamplesPerChunk
+	if err := repairLogs(opts.Dir, opts.Logger); err != nil {
+		return nil, err
+	}
 	db, err := tsdb.Open(opts.Dir, opts.Logger.With("component", "tsdb"), nil, to, nil)
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", opts.Dir, err)
