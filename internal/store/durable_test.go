@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/vigil-hpc/vigil/internal/metric"
@@ -285,4 +288,68 @@ func TestOpenOnFullDiskWithTornWAL(t *testing.T) {
 		t.Errorf("store on a full disk says writable: %v", err)
 	}
 	checkTicks(t, s, "cn01", acked)
+}
+
+// waitFor polls cond every few milliseconds for up to 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func TestLowFreeSpaceReadOnlyThenResumes(t *testing.T) {
+	dir := testutil.TmpFS(t, 24<<20)
+	reg := prometheus.NewRegistry()
+	s, err := Open(Options{Dir: dir, MinFreeBytes: 8 << 20, CheckInterval: 10 * time.Millisecond, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.AppendTick("cn01", tickTime(0), fullDescs, tickValues(0)); err != nil {
+		t.Fatal(err)
+	}
+	filler := testutil.Fill(t, dir, "filler")
+	st, _ := os.Stat(filler)
+	if err := os.Truncate(filler, st.Size()-4<<20); err != nil { // 4 MiB left: writes would still work
+		t.Fatal(err)
+	}
+	waitFor(t, "read-only", func() bool { return s.Writable() != nil })
+	var nw *NotWritableError
+	if err := s.AppendTick("cn01", tickTime(1), fullDescs, tickValues(1)); !errors.As(err, &nw) || nw.Reason != "disk_full" {
+		t.Fatalf("append below min free: %v, want a disk_full NotWritableError", err)
+	}
+	if err := s.SetUp("cn01", tickTime(1), false); !errors.Is(err, ErrNotWritable) {
+		t.Fatalf("SetUp below min free: %v", err)
+	}
+	if err := s.Gap("cn01", tickTime(1), tickTime(2)); !errors.Is(err, ErrNotWritable) {
+		t.Fatalf("Gap below min free: %v", err)
+	}
+	app := s.Appender(context.Background())
+	if _, err := app.Append(0, labels.FromStrings("__name__", "x"), tickTime(1).UnixMilli(), 1); !errors.Is(err, ErrNotWritable) {
+		t.Fatalf("Appender below min free: %v", err)
+	}
+	_ = app.Rollback()
+	if v := promtest.ToFloat64(s.dur.wgauge); v != 0 {
+		t.Errorf("vigil_store_writable = %v while read-only", v)
+	}
+	if v := promtest.ToFloat64(s.dur.failures.WithLabelValues("not_writable")); v != 4 {
+		t.Errorf("not_writable failures = %v, want 4", v)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "writable", func() bool { return s.Writable() == nil })
+	if err := s.AppendTick("cn01", tickTime(3), fullDescs, tickValues(3)); err != nil {
+		t.Fatal(err)
+	}
+	checkTicks(t, s, "cn01", []int{0, 3})
+	if v := promtest.ToFloat64(s.dur.wgauge); v != 1 {
+		t.Errorf("vigil_store_writable = %v after recovery", v)
+	}
+	if n, err := promtest.GatherAndCount(reg, "vigil_store_writable", "vigil_store_free_bytes", "vigil_store_append_failures_total", "vigil_store_reopens_total"); err != nil || n != 6 {
+		t.Errorf("registered metrics: %d series, %v; want 6", n, err)
+	}
 }
