@@ -48,6 +48,14 @@ type Handler struct {
 
 	mu      sync.Mutex
 	lastErr string
+
+	// A store that cannot write for now (disk full) holds the frame being
+	// handled until it can (hold.go).
+	holding  atomic.Int32  // ticks and gaps waiting for the store
+	unkept   atomic.Uint64 // frames given up on: not acknowledged
+	stop     chan struct{} // closed when Run ends: give up holding
+	stopOnce sync.Once
+	maxHold  time.Duration
 }
 
 type scratch struct {
@@ -68,6 +76,7 @@ func New(st Store, interval time.Duration, log *slog.Logger) *Handler {
 		store: st, log: log.With("component", "ingest"), interval: interval,
 		live:   aggregator.NewLiveness(3 * interval),
 		upDesc: metric.NewDesc("up", "1 if the node is sending, 0 if it is down.", metric.Gauge),
+		stop:   make(chan struct{}), maxHold: DefaultMaxHold,
 	}
 	h.scratch.New = func() any { return &scratch{} }
 	return h
@@ -100,7 +109,7 @@ func (h *Handler) Tick(node string, t time.Time, descs []*metric.Desc, values []
 	s := h.scratch.Get().(*scratch)
 	s.descs = append(append(s.descs[:0], descs...), h.upDesc)
 	s.values = append(append(s.values[:0], values...), 1)
-	err := h.store.AppendTick(node, t, s.descs, s.values)
+	err := h.hold(func() error { return h.store.AppendTick(node, t, s.descs, s.values) })
 	h.scratch.Put(s)
 	h.stats.Ticks.Add(1)
 	h.stats.Values.Add(uint64(len(values)))
@@ -112,7 +121,7 @@ func (h *Handler) Tick(node string, t time.Time, descs []*metric.Desc, values []
 // Gap implements wire.Handler: lost ticks show as missing data.
 func (h *Handler) Gap(node string, from, to time.Time) {
 	h.stats.Gaps.Add(1)
-	if err := h.store.Gap(node, from, to); err != nil {
+	if err := h.hold(func() error { return h.store.Gap(node, from, to) }); err != nil {
 		h.fail("store gap failed", err)
 	}
 }
@@ -147,6 +156,7 @@ func (h *Handler) markDown(node string, t time.Time) {
 // Run marks silent nodes down and keeps writing up=0 for down nodes every
 // interval, so `up == 0` stays queryable while a node is away.
 func (h *Handler) Run(ctx context.Context) {
+	defer h.stopOnce.Do(func() { close(h.stop) })
 	t := time.NewTicker(h.interval)
 	defer t.Stop()
 	for {
@@ -158,6 +168,9 @@ func (h *Handler) Run(ctx context.Context) {
 			// the nodes; judge them once it has caught up.
 			if lag := time.Duration(h.maxLag.Swap(0)); lag > h.interval*3/2 {
 				h.log.Debug("ingest behind; not marking nodes down", "lag", lag)
+				continue
+			}
+			if h.holding.Load() > 0 { // the store holds the nodes up, not their silence
 				continue
 			}
 			newlyDown := map[string]bool{}

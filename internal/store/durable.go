@@ -81,6 +81,11 @@ type durable struct {
 	state  *NotWritableError
 	failed bool // a write failed: reopen before writing again
 	logged string
+	// reopenAt delays the next reopen by backoff, which doubles while
+	// writes keep failing and resets once one commits.
+	reopenAt time.Time
+	backoff  time.Duration
+	okSince  atomic.Bool // a commit succeeded since the last reopen
 
 	free     prometheus.Gauge
 	wgauge   prometheus.Gauge
@@ -159,6 +164,12 @@ func (s *Store) commit(app storage.Appender, g *generation) error {
 	}
 	if err := app.Commit(); err != nil {
 		return s.writeFailed(err)
+	}
+	if !s.dur.okSince.Load() {
+		s.dur.okSince.Store(true)
+		s.dur.mu.Lock()
+		s.dur.backoff = 0
+		s.dur.mu.Unlock()
 	}
 	return nil
 }
@@ -247,14 +258,12 @@ func (s *Store) stopWatch() {
 // reopens it after a failed write once there is room, and makes it
 // writable again.
 func (s *Store) check() {
-	low := error(nil)
-	if s.opts.MinFreeBytes > 0 {
-		free, err := freeBytes(s.opts.Dir)
-		if err == nil {
-			s.dur.free.Set(float64(free))
-			if free < s.opts.MinFreeBytes {
-				low = fmt.Errorf("%d bytes free on the file system of %s, less than the %d kept free (min_free_bytes)", free, s.opts.Dir, s.opts.MinFreeBytes)
-			}
+	var low error
+	free, ferr := freeBytes(s.opts.Dir)
+	if ferr == nil {
+		s.dur.free.Set(float64(free))
+		if s.opts.MinFreeBytes > 0 && free < s.opts.MinFreeBytes {
+			low = fmt.Errorf("%d bytes free on the file system of %s, less than the %d kept free (min_free_bytes)", free, s.opts.Dir, s.opts.MinFreeBytes)
 		}
 	}
 	s.dur.mu.Lock()
@@ -266,12 +275,27 @@ func (s *Store) check() {
 	}
 	if !failed {
 		s.setStateLocked(nil)
+		s.dur.mu.Unlock()
+		return
+	}
+	// A write failed. Reopening replays the WAL, so not while the disk is
+	// still full, and after repeated failures (a broken disk) less often.
+	now := time.Now()
+	wait := now.Before(s.dur.reopenAt) ||
+		(s.dur.state != nil && s.dur.state.Reason == "disk_full" && ferr == nil && free < reopenMinFree)
+	if !wait {
+		s.dur.backoff = min(max(2*s.dur.backoff, s.opts.CheckInterval), time.Minute)
+		s.dur.reopenAt = now.Add(s.dur.backoff)
 	}
 	s.dur.mu.Unlock()
-	if failed {
+	if !wait {
 		s.reopen()
 	}
 }
+
+// reopenMinFree is the free space a store made read-only by a full disk
+// waits for before reopening (when MinFreeBytes is lower).
+const reopenMinFree = 1 << 20
 
 // reopen closes the TSDB after a failed write and opens it again; the open
 // replays the WAL and cuts a torn tail, keeping every record before it.
@@ -298,6 +322,7 @@ func (s *Store) reopen() {
 	s.cached = 0
 	s.mu.Unlock()
 	s.gen.Store(&generation{db: db})
+	s.dur.okSince.Store(false)
 	s.dur.reopens.Inc()
 	s.dur.mu.Lock()
 	s.dur.failed = false

@@ -88,6 +88,9 @@ type Client struct {
 	// they may have died in the peer's socket buffer (kill -9).
 	unacked []entry
 	uhead   int
+	// ackedN is the connection's latest ack, which can arrive before the
+	// writer has moved the acknowledged entries to unacked.
+	ackedN uint64
 }
 
 type entry struct {
@@ -362,6 +365,9 @@ func (c *Client) connect(ctx context.Context) (net.Conn, string, error) {
 
 // stream writes queued frames until the connection fails or ctx is done.
 func (c *Client) stream(ctx context.Context, conn net.Conn) error {
+	c.mu.Lock()
+	c.ackedN = 0
+	c.mu.Unlock()
 	dead := make(chan error, 1)
 	go func() {
 		// The upstream sends nothing after Ready but a Close; reading
@@ -424,7 +430,7 @@ func (c *Client) stream(ctx context.Context, conn net.Conn) error {
 		} else {
 			// Written, not yet known to be processed: keep until acked.
 			for _, e := range c.inflight {
-				if !e.tick {
+				if !e.tick || written <= c.ackedN {
 					continue
 				}
 				if len(c.unacked)-c.uhead >= maxUnacked {
@@ -641,6 +647,7 @@ func (c *Client) dropPinned() bool {
 func (c *Client) acked(n uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.ackedN = max(c.ackedN, n)
 	for c.uhead < len(c.unacked) && c.unacked[c.uhead].end <= n {
 		c.unacked[c.uhead] = entry{}
 		c.uhead++

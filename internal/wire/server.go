@@ -181,6 +181,10 @@ func serveConn(ctx context.Context, conn net.Conn, o *ServerOptions, log *slog.L
 	case err == nil || errors.Is(err, io.EOF) || ctx.Err() != nil:
 		err = nil
 		log.Debug("peer disconnected", "peer", addr, "name", name)
+	case errors.Is(err, ErrNotKept):
+		log.Warn("closing connection: frame not kept", "peer", addr, "name", name)
+		_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = conn.Write(appendClose(nil, err.Error()))
 	case isProtocolError(err):
 		st.ProtocolErrors.Add(1)
 		log.Warn("closing connection: protocol error", "peer", addr, "name", name, "err", err)
@@ -212,6 +216,7 @@ func readLoop(conn net.Conn, br *bufio.Reader, fr *FrameReader, o *ServerOptions
 		at  time.Time
 	}
 	var marks []mark // processed offsets not yet acknowledged, oldest first
+	keeper, _ := h.(Keeper)
 	for {
 		if processed > ackedAt && (sinceAck >= ackEvery || br.Buffered() == 0) {
 			upTo := processed
@@ -254,8 +259,15 @@ func readLoop(conn net.Conn, br *bufio.Reader, fr *FrameReader, o *ServerOptions
 			continue
 		}
 		before := dec.Values
+		var unkept uint64
+		if keeper != nil {
+			unkept = keeper.Unkept()
+		}
 		if err := dec.Decode(typ, payload, h); err != nil {
 			return err
+		}
+		if keeper != nil && keeper.Unkept() != unkept {
+			return ErrNotKept // handled means kept: no ack for this frame
 		}
 		if n := dec.Values - before; n > 0 {
 			st.Values.Add(n)
