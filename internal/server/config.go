@@ -32,6 +32,9 @@ type Config struct {
 	Retention        Duration `toml:"retention"`
 	RetentionBytes   int64    `toml:"retention_bytes"`
 	OutOfOrderWindow Duration `toml:"out_of_order_window"`
+	// MinFreeBytes is the free space kept on the data directory's file
+	// system: below it the store is read-only (0: 128 MiB; negative: off).
+	MinFreeBytes int64 `toml:"min_free_bytes"`
 	// RollupRetention keeps one-minute min/max/mean/count rollups this
 	// long beside the raw data (Retention); 0 means 400d. Both zero
 	// values mean rollups on, so old configs get them.
@@ -210,6 +213,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.Var(&f.cfg.RollupRetention, "rollup-retention", "keep 1-minute rollups this long (default 400d)")
 	fs.BoolVar(&f.cfg.DisableRollups, "disable-rollups", false, "keep no 1-minute rollups; queries see raw data only")
 	fs.Int64Var(&f.cfg.RetentionBytes, "retention-bytes", 0, "drop oldest blocks beyond this many bytes (0: no limit)")
+	fs.Int64Var(&f.cfg.MinFreeBytes, "min-free-bytes", 0, "stop storing, read-only, while the data directory's file system has less free (0: 128 MiB; negative: no check)")
 	fs.Var(&f.cfg.QueryTimeout, "query-timeout", "maximum time one query may take (default 2m)")
 	fs.IntVar(&f.cfg.QueryMaxSamples, "query-max-samples", 0, "maximum samples one query may load (default 50000000)")
 	fs.IntVar(&f.cfg.QueryMaxConcurrent, "query-max-concurrency", 0, "maximum queries evaluated at once (default 20)")
@@ -262,6 +266,8 @@ func (f *flags) config(fs *flag.FlagSet) (Config, error) {
 			cfg.DisableRollups = f.cfg.DisableRollups
 		case "retention-bytes":
 			cfg.RetentionBytes = f.cfg.RetentionBytes
+		case "min-free-bytes":
+			cfg.MinFreeBytes = f.cfg.MinFreeBytes
 		case "query-timeout":
 			cfg.QueryTimeout = f.cfg.QueryTimeout
 		case "query-max-samples":

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/storage"
 
 	"github.com/vigil-hpc/vigil/internal/ingest"
@@ -50,6 +51,7 @@ type Server struct {
 	logs   *logsvc.Service // nil unless syslog intake is configured
 	mux    *http.ServeMux
 	closed bool
+	reg    *prometheus.Registry
 }
 
 // New opens the store in cfg.Data and builds the handlers.
@@ -57,17 +59,21 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	s := &Server{cfg: cfg, log: log, mux: http.NewServeMux()}
+	s.reg = prometheus.NewRegistry()
 	st, err := store.Open(store.Options{
 		Dir:              cfg.Data,
 		Retention:        cfg.Retention.D(),
 		MaxBytes:         cfg.RetentionBytes,
 		OutOfOrderWindow: cfg.OutOfOrderWindow.D(),
+		MinFreeBytes:     cfg.MinFreeBytes,
+		Registerer:       s.reg,
 		Logger:           log.With("component", "store"),
 	})
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, store: st, mux: http.NewServeMux()}
+	s.store = st
 	// Rollups (issue 4): queries reaching past the raw data read minute means.
 	var queryable storage.Queryable = st
 	if !cfg.DisableRollups {
@@ -123,7 +129,13 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	s.mux.Handle("/", s.web)
 	s.mux.Handle("POST /api/v1/write", s.rw)
 	s.mux.HandleFunc("GET /-/healthy", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "Vigil is Healthy.\n") })
-	s.mux.HandleFunc("GET /-/ready", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "Vigil is Ready.\n") })
+	s.mux.HandleFunc("GET /-/ready", func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, "Vigil is Ready.\n")
+		if err := st.Writable(); err != nil { // queries work; storing does not
+			io.WriteString(w, "Read-only: "+err.Error()+"\n")
+		}
+	})
+	s.mux.HandleFunc("GET /api/v1/status/store", s.storeStatus)
 	return s, nil
 }
 

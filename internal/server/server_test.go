@@ -502,3 +502,26 @@ func TestServeMissingKeyFile(t *testing.T) {
 	}
 	s2.Close()
 }
+
+// A store that cannot write (here: less free space than min_free_bytes)
+// still answers queries, says why it is read-only, and answers remote
+// write with 503, which senders retry, instead of losing the samples.
+func TestReadOnlyStore(t *testing.T) {
+	_, srv, _ := startServerStream(t, false, func(c *Config) { c.MinFreeBytes = 1 << 62 })
+	ms := float64(base.UnixMilli())
+	req := &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{series("x", nil, [2]float64{ms, 1})}}
+	code, body := postWrite(t, srv, encodeWrite(t, req), "application/x-protobuf")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "disk_full") {
+		t.Errorf("remote write to a read-only store: %d %s; want 503 disk_full", code, body)
+	}
+	got := getJSON(t, srv+"/api/v1/status/store")
+	if !strings.Contains(got, `"writable":false,"reason":"disk_full"`) {
+		t.Errorf("store status: %s", got)
+	}
+	if got := getJSON(t, srv+"/-/ready"); !strings.Contains(got, "Read-only: ") {
+		t.Errorf("ready: %s", got)
+	}
+	if got := getJSON(t, srv+"/api/v1/query?query=up"); !strings.Contains(got, `"status":"success"`) {
+		t.Errorf("query on a read-only store: %s", got)
+	}
+}
