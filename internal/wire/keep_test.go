@@ -59,4 +59,6 @@ func TestUnkeptFrameNotAcknowledged(t *testing.T) {
 }
 
 // pendingNone reports that the client holds no tick unacknowledged.
-func pendingNone(c *wire.Client) bool { return !c.DeliveredBefore().Before(time.Now().Add(-time.Millisecond)) }
+func pendingNone(c *wire.Client) bool {
+	return !c.DeliveredBefore().Before(time.Now().Add(-time.Millisecond))
+}
