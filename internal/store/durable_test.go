@@ -10,12 +10,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
 
 	"github.com/vigil-hpc/vigil/internal/metric"
 	"github.com/vigil-hpc/vigil/internal/testutil"
@@ -351,5 +353,59 @@ func TestLowFreeSpaceReadOnlyThenResumes(t *testing.T) {
 	}
 	if n, err := promtest.GatherAndCount(reg, "vigil_store_writable", "vigil_store_free_bytes", "vigil_store_append_failures_total", "vigil_store_reopens_total"); err != nil || n != 6 {
 		t.Errorf("registered metrics: %d series, %v; want 6", n, err)
+	}
+}
+
+// failingAppender fails its commit as a WAL write on a full disk does.
+type failingAppender struct{ storage.Appender }
+
+func (failingAppender) Commit() error {
+	return fmt.Errorf("write to WAL: log samples: write wal/00000003: %w", syscall.ENOSPC)
+}
+func (failingAppender) Rollback() error { return nil }
+
+// Without root (no tmpfs): an injected failing commit makes the store
+// read-only until it is reopened, and a commit that waited meanwhile does
+// not go through.
+func TestInjectedCommitFailure(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir(), MinFreeBytes: -1, CheckInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.AppendTick("cn01", tickTime(0), fullDescs, tickValues(0)); err != nil {
+		t.Fatal(err)
+	}
+	g := s.gen.Load()
+	late := s.Appender(context.Background()) // begun before the failure
+	if _, err := late.Append(0, labels.FromStrings("__name__", "late"), tickTime(1).UnixMilli(), 1); err != nil {
+		t.Fatal(err)
+	}
+	var nw *NotWritableError
+	if err := s.commit(failingAppender{}, g); !errors.As(err, &nw) || nw.Reason != "disk_full" {
+		t.Fatalf("failed commit: %v, want a disk_full NotWritableError", err)
+	}
+	if err := late.Commit(); !errors.Is(err, ErrNotWritable) {
+		t.Fatalf("commit after a failed one: %v, want ErrNotWritable", err)
+	}
+	if err := s.AppendTick("cn01", tickTime(2), fullDescs, tickValues(2)); !errors.Is(err, ErrNotWritable) {
+		t.Fatalf("append after a failed commit: %v", err)
+	}
+	if v := promtest.ToFloat64(s.dur.failures.WithLabelValues("disk_full")); v != 1 {
+		t.Errorf("disk_full failures = %v, want 1", v)
+	}
+	s.check()
+	if err := s.Writable(); err != nil {
+		t.Fatalf("after reopening: %v", err)
+	}
+	if v := promtest.ToFloat64(s.dur.reopens); v != 1 {
+		t.Errorf("reopens = %v, want 1", v)
+	}
+	if err := s.AppendTick("cn01", tickTime(3), fullDescs, tickValues(3)); err != nil {
+		t.Fatal(err)
+	}
+	checkTicks(t, s, "cn01", []int{0, 3})
+	if got := readAll(t, s, labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, "late")); len(got) != 0 {
+		t.Errorf("refused commit stored: %v", got)
 	}
 }
