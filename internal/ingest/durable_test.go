@@ -30,9 +30,14 @@ var descs = func() []*metric.Desc {
 // base is recent: the TSDB refuses samples far behind its newest.
 var base = time.Now().Truncate(time.Second).Add(-10 * time.Minute)
 
-// value is series i's value at tick k: noisy, so the WAL grows quickly.
+// value is series i's value at tick k: random bits (splitmix64), so the
+// wire and the WAL take about 8 bytes a sample and fill up quickly.
 func value(k, i int) float64 {
-	return float64(k)*1000.5 + float64((k*7919+i*104729)%1000003)
+	z := uint64(k)<<32 + uint64(i) + 0x9e3779b97f4a7c15
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	z ^= z >> 31
+	return float64(z>>11) / (1 << 53) * 1e6
 }
 
 func tick(k int) *metric.Batch {
@@ -63,7 +68,7 @@ type pipeline struct {
 	queued []time.Time // when tick k was queued
 }
 
-func startPipeline(t *testing.T, opts store.Options) *pipeline {
+func startPipeline(t *testing.T, opts store.Options, copts ...wire.ClientOptions) *pipeline {
 	st, err := store.Open(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +78,12 @@ func startPipeline(t *testing.T, opts store.Options) *pipeline {
 		t.Fatal(err)
 	}
 	p := &pipeline{st: st, h: New(st, time.Second, nil)}
-	p.c, err = wire.NewClient(wire.ClientOptions{Addrs: []string{ln.Addr().String()}})
+	var co wire.ClientOptions
+	if len(copts) > 0 {
+		co = copts[0]
+	}
+	co.Addrs = []string{ln.Addr().String()}
+	p.c, err = wire.NewClient(co)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,4 +208,43 @@ func TestDiskFullHoldsStreamThenResumes(t *testing.T) {
 			checkStored(t, st2, n)
 		})
 	}
+}
+
+// Held longer than its write timeout, with the socket buffers full, the
+// sender waits rather than dropping the connection (which would turn its
+// unacknowledged ticks into gaps): the server repeats its last Ack.
+func TestLongHoldKeepsConnection(t *testing.T) {
+	dir := testutil.TmpFS(t, 96<<20)
+	opts := store.Options{Dir: dir, MinFreeBytes: 8 << 20, CheckInterval: 10 * time.Millisecond}
+	const writeTimeout = 4 * time.Second
+	p := startPipeline(t, opts, wire.ClientOptions{WriteTimeout: writeTimeout, MaxQueueBytes: 256 << 20})
+	p.send(0)
+	waitFor(t, "first tick acknowledged", func() bool { return p.acked(0) })
+	filler := testutil.Fill(t, dir, "filler")
+	waitFor(t, "read-only", func() bool { return p.st.Writable() != nil })
+	// Send until the socket buffers are full and ticks queue up at the
+	// sender: its write is blocked.
+	n := 1
+	for ; p.c.QueueBytes() < 4<<20; n++ {
+		if n > 5000 {
+			t.Fatal("sender's writes never blocked")
+		}
+		p.send(n)
+		if n%20 == 0 {
+			time.Sleep(time.Millisecond) // let the writer catch up
+		}
+	}
+	t.Logf("%d ticks sent, %d bytes queued at the sender", n, p.c.QueueBytes())
+	waitFor(t, "held", func() bool { return p.h.holding.Load() > 0 })
+	// Hold past the sender's write timeout while its writes are blocked.
+	time.Sleep(writeTimeout + writeTimeout/2)
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "all acknowledged", func() bool { return p.acked(n - 1) })
+	if c, d := p.c.Stats().Connects.Load(), p.c.Stats().Dropped.Load(); c != 1 || d != 0 {
+		t.Errorf("sender connected %d times and dropped %d ticks; want 1 and 0", c, d)
+	}
+	checkStored(t, p.st, n)
+	p.stop(t)
 }

@@ -217,6 +217,11 @@ func readLoop(conn net.Conn, br *bufio.Reader, fr *FrameReader, o *ServerOptions
 	}
 	var marks []mark // processed offsets not yet acknowledged, oldest first
 	keeper, _ := h.(Keeper)
+	var hb *holdBeat // only a Keeper holds frames
+	if keeper != nil {
+		hb = newHoldBeat(conn)
+		defer hb.close()
+	}
 	for {
 		if processed > ackedAt && (sinceAck >= ackEvery || br.Buffered() == 0) {
 			upTo := processed
@@ -231,8 +236,16 @@ func readLoop(conn net.Conn, br *bufio.Reader, fr *FrameReader, o *ServerOptions
 			}
 			if upTo > ackedAt {
 				ack = appendFrame(ack[:0], frameAck, binary.AppendUvarint(nil, upTo))
+				if hb != nil {
+					hb.mu.Lock()
+				}
 				_ = conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
-				if _, err := conn.Write(ack); err != nil {
+				_, err := conn.Write(ack)
+				if hb != nil {
+					hb.acked.Store(upTo)
+					hb.mu.Unlock()
+				}
+				if err != nil {
 					return fmt.Errorf("write ack: %w", err)
 				}
 				ackedAt = upTo
@@ -262,8 +275,13 @@ func readLoop(conn net.Conn, br *bufio.Reader, fr *FrameReader, o *ServerOptions
 		var unkept uint64
 		if keeper != nil {
 			unkept = keeper.Unkept()
+			hb.busy.Store(time.Now().UnixNano())
 		}
-		if err := dec.Decode(typ, payload, h); err != nil {
+		err = dec.Decode(typ, payload, h)
+		if hb != nil {
+			hb.busy.Store(0)
+		}
+		if err != nil {
 			return err
 		}
 		if keeper != nil && keeper.Unkept() != unkept {
