@@ -50,7 +50,11 @@ func tick(k int) *metric.Batch {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(15 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+	limit := 15 * time.Second
+	if testutil.RaceEnabled { // the store is ~10 times slower
+		limit *= 6
+	}
+	for deadline := time.Now().Add(limit); !cond(); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}

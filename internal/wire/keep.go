@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"net"
@@ -36,42 +37,65 @@ type holdBeat struct {
 	mu    sync.Mutex   // serialises Ack writes with readLoop's
 	busy  atomic.Int64 // Unix ns when handling the current frame began; 0: idle
 	acked atomic.Uint64
-	stop  chan struct{}
-	done  chan struct{}
+	frame []byte // guarded by mu
 }
 
-func newHoldBeat(conn net.Conn) *holdBeat {
-	b := &holdBeat{conn: conn, stop: make(chan struct{}), done: make(chan struct{})}
-	go b.run()
-	return b
-}
-
-func (b *holdBeat) run() {
-	defer close(b.done)
-	t := time.NewTicker(heartbeatEvery)
-	defer t.Stop()
-	var frame []byte
-	for {
-		select {
-		case <-b.stop:
-			return
-		case now := <-t.C:
-			if s := b.busy.Load(); s == 0 || now.UnixNano()-s < int64(heartbeatEvery) {
-				continue
-			}
-			frame = appendFrame(frame[:0], frameAck, binary.AppendUvarint(nil, b.acked.Load()))
-			b.mu.Lock()
-			_ = b.conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
-			_, err := b.conn.Write(frame)
-			b.mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
+// beat repeats the last Ack if the current frame has been held a while.
+func (b *holdBeat) beat(now time.Time) {
+	if s := b.busy.Load(); s == 0 || now.UnixNano()-s < int64(heartbeatEvery) {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.frame = appendFrame(b.frame[:0], frameAck, binary.AppendUvarint(nil, b.acked.Load()))
+	_ = b.conn.SetWriteDeadline(now.Add(heartbeatEvery))
+	if _, err := b.conn.Write(b.frame); err != nil {
+		b.conn.Close() // a partial frame would corrupt the stream
 	}
 }
 
-func (b *holdBeat) close() {
-	close(b.stop)
-	<-b.done
+// beatSet is a server's connections that may hold frames; one goroutine
+// beats for all of them, so idle connections cost no timer.
+type beatSet struct {
+	mu  sync.Mutex
+	set map[*holdBeat]struct{}
+}
+
+func (s *beatSet) add(conn net.Conn) *holdBeat {
+	b := &holdBeat{conn: conn}
+	s.mu.Lock()
+	s.set[b] = struct{}{}
+	s.mu.Unlock()
+	return b
+}
+
+func (s *beatSet) remove(b *holdBeat) {
+	s.mu.Lock()
+	delete(s.set, b)
+	s.mu.Unlock()
+}
+
+func (s *beatSet) run(ctx context.Context) {
+	t := time.NewTicker(heartbeatEvery)
+	defer t.Stop()
+	var busy []*holdBeat
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			busy = busy[:0]
+			s.mu.Lock()
+			for b := range s.set {
+				if b.busy.Load() != 0 {
+					busy = append(busy, b)
+				}
+			}
+			s.mu.Unlock()
+			for _, b := range busy {
+				b.beat(now)
+			}
+			clear(busy)
+		}
+	}
 }

@@ -34,6 +34,8 @@ type ServerOptions struct {
 	// before the time it returns are acknowledged. An aggregator passes its
 	// upstream client's DeliveredBefore, so acknowledgements are end to end.
 	HandledBefore func() time.Time
+
+	beats *beatSet // set by Serve when the handler is a Keeper
 }
 
 // ServerStats counts what Serve saw.
@@ -88,6 +90,13 @@ func Serve(ctx context.Context, ln net.Listener, opts ServerOptions, h Handler) 
 	})
 	defer stop()
 	defer wg.Wait()
+	if _, ok := h.(Keeper); ok {
+		opts.beats = &beatSet{set: map[*holdBeat]struct{}{}}
+		bctx, cancel := context.WithCancel(ctx)
+		defer cancel() // runs before wg.Wait: Serve may end on an accept error
+		wg.Add(1)
+		go func() { defer wg.Done(); opts.beats.run(bctx) }()
+	}
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
@@ -218,9 +227,9 @@ func readLoop(conn net.Conn, br *bufio.Reader, fr *FrameReader, o *ServerOptions
 	var marks []mark // processed offsets not yet acknowledged, oldest first
 	keeper, _ := h.(Keeper)
 	var hb *holdBeat // only a Keeper holds frames
-	if keeper != nil {
-		hb = newHoldBeat(conn)
-		defer hb.close()
+	if keeper != nil && o.beats != nil {
+		hb = o.beats.add(conn)
+		defer o.beats.remove(hb)
 	}
 	for {
 		if processed > ackedAt && (sinceAck >= ackEvery || br.Buffered() == 0) {
@@ -275,6 +284,8 @@ func readLoop(conn net.Conn, br *bufio.Reader, fr *FrameReader, o *ServerOptions
 		var unkept uint64
 		if keeper != nil {
 			unkept = keeper.Unkept()
+		}
+		if hb != nil {
 			hb.busy.Store(time.Now().UnixNano())
 		}
 		err = dec.Decode(typ, payload, h)
