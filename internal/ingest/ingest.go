@@ -131,12 +131,14 @@ func (h *Handler) NodeState(node string, up bool, t time.Time) {
 	if up {
 		return // the node's next tick writes up=1
 	}
-	h.markDown(node, t)
+	h.markDown(node, t, h.hold)
 }
 
-func (h *Handler) markDown(node string, t time.Time) {
+// markDown writes up=0 and stale markers through store: h.hold for a
+// frame (kept or not acknowledged), a plain call for the sweeper.
+func (h *Handler) markDown(node string, t time.Time, store func(func() error) error) {
 	h.stats.NodesDown.Add(1)
-	if err := h.store.SetUp(node, t, false); err != nil {
+	if err := store(func() error { return h.store.SetUp(node, t, false) }); err != nil {
 		h.fail("store up=0 failed", err)
 	}
 	// Stale-mark the node's series from just after its last sample.
@@ -147,7 +149,7 @@ func (h *Handler) markDown(node string, t time.Time) {
 		}
 	}
 	if from := last.Add(time.Millisecond); t.After(from) {
-		if err := h.store.Gap(node, from, t); err != nil && !errors.Is(err, context.Canceled) {
+		if err := store(func() error { return h.store.Gap(node, from, t) }); err != nil && !errors.Is(err, context.Canceled) {
 			h.fail("store gap failed", err)
 		}
 	}
@@ -177,7 +179,7 @@ func (h *Handler) Run(ctx context.Context) {
 			for _, n := range h.live.Sweep(now) {
 				h.log.Info("node down", "node", n)
 				newlyDown[n] = true
-				h.markDown(n, now)
+				h.markDown(n, now, func(f func() error) error { return f() })
 			}
 			for _, n := range h.live.Down() {
 				if !newlyDown[n] {
