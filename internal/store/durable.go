@@ -79,8 +79,8 @@ type durable struct {
 
 	mu     sync.Mutex // guards the fields below
 	state  *NotWritableError
-	failed bool // a write failed: reopen before writing again
-	logged string
+	failed bool   // a write failed: reopen before writing again
+	logged string // the state last logged: "" writable, else its reason
 	// reopenAt delays the next reopen by backoff, which doubles while
 	// writes keep failing and resets once one commits.
 	reopenAt time.Time
@@ -206,9 +206,14 @@ func (s *Store) setStateLocked(nw *NotWritableError) {
 	d := &s.dur
 	d.state = nw
 	d.writable.Store(nw == nil)
+	// Logged once per kind of state: the free bytes in the message
+	// change on every check.
 	msg := ""
 	if nw != nil {
-		msg = nw.Error()
+		msg = nw.Reason
+		if d.failed {
+			msg += "/failed"
+		}
 		d.wgauge.Set(0)
 	} else {
 		d.wgauge.Set(1)

@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -408,4 +411,42 @@ func TestInjectedCommitFailure(t *testing.T) {
 	if got := readAll(t, s, labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, "late")); len(got) != 0 {
 		t.Errorf("refused commit stored: %v", got)
 	}
+}
+
+// The read-only state is logged once, not on every check while the free
+// space (part of the message) moves.
+func TestReadOnlyLoggedOnce(t *testing.T) {
+	var buf syncBuffer
+	s, err := Open(Options{Dir: t.TempDir(), MinFreeBytes: 1 << 62, CheckInterval: time.Hour,
+		Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for range 3 {
+		s.check()
+		if err := os.WriteFile(filepath.Join(s.opts.Dir, "grow"), make([]byte, 4096*(1+len(buf.String()))), 0o644); err != nil {
+			t.Fatal(err) // moves the free space a little
+		}
+	}
+	if n := strings.Count(buf.String(), "store read-only"); n != 1 {
+		t.Errorf("read-only logged %d times, want once:\n%s", n, buf.String())
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
