@@ -35,9 +35,11 @@ func (h *Handler) hold(store func() error) error {
 	if err == nil || !temporary(err) {
 		return err
 	}
-	h.holding.Add(1)
+	h.stats.Errors.Add(1)
+	if h.holding.Add(1) == 1 { // once per episode: the store logs why
+		h.log.Warn("store cannot write: holding the stream unacknowledged until it can", "err", err)
+	}
 	defer h.holding.Add(-1)
-	h.fail("store cannot write: holding the stream until it can", err)
 	deadline := time.Now().Add(h.maxHold)
 	wait := 10 * time.Millisecond
 	t := time.NewTimer(wait)
