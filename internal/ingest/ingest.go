@@ -90,6 +90,9 @@ func (h *Handler) Liveness() *aggregator.Liveness { return h.live }
 
 func (h *Handler) fail(what string, err error) {
 	h.stats.Errors.Add(1)
+	if temporary(err) {
+		return // the store logs its read-only state once
+	}
 	msg := err.Error()
 	h.mu.Lock()
 	defer h.mu.Unlock()
