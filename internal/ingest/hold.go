@@ -6,8 +6,10 @@ import (
 )
 
 // DefaultMaxHold bounds how long one frame waits for a store that cannot
-// write; then its connection is closed unacknowledged.
-const DefaultMaxHold = 10 * time.Minute
+// write; then its connection is closed unacknowledged and the sender
+// records its unacknowledged ticks as gaps. Held, a sender loses nothing
+// until its own queue (8 MiB by default) overflows, hours for a node.
+const DefaultMaxHold = time.Hour
 
 // SetMaxHold sets how long a frame waits for the store (0: DefaultMaxHold).
 func (h *Handler) SetMaxHold(d time.Duration) {
