@@ -11,14 +11,6 @@ import (
 // until its own queue (8 MiB by default) overflows, hours for a node.
 const DefaultMaxHold = time.Hour
 
-// SetMaxHold sets how long a frame waits for the store (0: DefaultMaxHold).
-func (h *Handler) SetMaxHold(d time.Duration) {
-	if d <= 0 {
-		d = DefaultMaxHold
-	}
-	h.maxHold = d
-}
-
 // temporary reports an error the store says will pass (a full disk), so
 // the append is worth retrying rather than dropping.
 func temporary(err error) bool {

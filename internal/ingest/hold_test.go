@@ -83,3 +83,15 @@ func TestHoldUntilStoreWrites(t *testing.T) {
 		t.Errorf("unkept = %d after giving up at shutdown, want 1", h.Unkept())
 	}
 }
+
+// A frame held longer than maxHold is given up: unkept, so the wire
+// server closes its connection before acknowledging it.
+func TestHoldGivesUpAfterMaxHold(t *testing.T) {
+	st := &flakyStore{full: true, calls: map[string]int{}}
+	h := New(st, time.Hour, nil)
+	h.maxHold = 50 * time.Millisecond
+	h.Tick("cn01", time.Now(), nil, nil)
+	if h.Unkept() != 1 || st.count("tick") != 0 {
+		t.Errorf("after maxHold: unkept %d, %d ticks stored; want 1, 0", h.Unkept(), st.count("tick"))
+	}
+}
