@@ -133,10 +133,14 @@ func (s *Store) Writable() error {
 	return s.dur.state
 }
 
-// refuse counts and returns the error of an append refused while read-only.
+// refuse counts and returns the error of an append refused while read-only;
+// never nil, even if the store turned writable meanwhile.
 func (s *Store) refuse() error {
 	s.dur.failures.WithLabelValues("not_writable").Inc()
-	return s.Writable()
+	if err := s.Writable(); err != nil {
+		return err
+	}
+	return &NotWritableError{Reason: "io_error", Err: errors.New("store reopened during the append")}
 }
 
 // begin returns an appender on the current TSDB, or the error saying why
