@@ -49,6 +49,14 @@ type Handler struct {
 
 	mu      sync.Mutex
 	lastErr string
+
+	// A store that cannot write for now (disk full) holds the frame being
+	// handled until it can (hold.go).
+	holding  atomic.Int32  // ticks and gaps waiting for the store
+	unkept   atomic.Uint64 // frames given up on: not acknowledged
+	stop     chan struct{} // closed when Run ends: give up holding
+	stopOnce sync.Once
+	maxHold  time.Duration
 }
 
 type scratch struct {
@@ -75,6 +83,7 @@ func NewWithOptions(st Store, o Options) *Handler {
 		store: st, log: log.With("component", "ingest"), interval: interval,
 		live:   aggregator.NewLiveness(3 * interval),
 		upDesc: metric.NewDesc("up", "1 if the node is sending, 0 if it is down.", metric.Gauge),
+		stop:   make(chan struct{}), maxHold: DefaultMaxHold,
 	}
 	h.scratch.New = func() any { return &scratch{} }
 	h.initClocks(o)
@@ -89,6 +98,9 @@ func (h *Handler) Liveness() *aggregator.Liveness { return h.live }
 
 func (h *Handler) fail(what string, err error) {
 	h.stats.Errors.Add(1)
+	if temporary(err) {
+		return // the store logs its read-only state once
+	}
 	msg := err.Error()
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -104,7 +116,7 @@ func (h *Handler) Tick(node string, t time.Time, descs []*metric.Desc, values []
 	s := h.scratch.Get().(*scratch)
 	s.descs = append(append(s.descs[:0], descs...), h.upDesc)
 	s.values = append(append(s.values[:0], values...), 1)
-	err := h.store.AppendTick(node, t, s.descs, s.values)
+	err := h.hold(func() error { return h.store.AppendTick(node, t, s.descs, s.values) })
 	h.scratch.Put(s)
 	h.stats.Ticks.Add(1)
 	h.stats.Values.Add(uint64(len(values)))
@@ -120,7 +132,7 @@ func (h *Handler) Tick(node string, t time.Time, descs []*metric.Desc, values []
 // Gap implements wire.Handler: lost ticks show as missing data.
 func (h *Handler) Gap(node string, from, to time.Time) {
 	h.stats.Gaps.Add(1)
-	if err := h.store.Gap(node, from, to); err != nil && !errors.Is(err, store.ErrTooFarInFuture) { // a clock-skew node: judgeClocks reports it
+	if err := h.hold(func() error { return h.store.Gap(node, from, to) }); err != nil && !errors.Is(err, store.ErrTooFarInFuture) { // a clock-skew node: judgeClocks reports it
 		h.fail("store gap failed", err)
 	}
 }
@@ -130,12 +142,14 @@ func (h *Handler) NodeState(node string, up bool, t time.Time) {
 	if up {
 		return // the node's next tick writes up=1
 	}
-	h.markDown(node, t)
+	h.markDown(node, t, h.hold)
 }
 
-func (h *Handler) markDown(node string, t time.Time) {
+// markDown writes up=0 and stale markers through store: h.hold for a
+// frame (kept or not acknowledged), a plain call for the sweeper.
+func (h *Handler) markDown(node string, t time.Time, store func(func() error) error) {
 	h.stats.NodesDown.Add(1)
-	if err := h.store.SetUp(node, t, false); err != nil {
+	if err := store(func() error { return h.store.SetUp(node, t, false) }); err != nil {
 		h.fail("store up=0 failed", err)
 	}
 	// Stale-mark the node's series from just after its last sample.
@@ -146,7 +160,7 @@ func (h *Handler) markDown(node string, t time.Time) {
 		}
 	}
 	if from := last.Add(time.Millisecond); t.After(from) {
-		if err := h.store.Gap(node, from, t); err != nil && !errors.Is(err, context.Canceled) {
+		if err := store(func() error { return h.store.Gap(node, from, t) }); err != nil && !errors.Is(err, context.Canceled) {
 			h.fail("store gap failed", err)
 		}
 	}
@@ -155,6 +169,7 @@ func (h *Handler) markDown(node string, t time.Time) {
 // Run marks silent nodes down and keeps writing up=0 for down nodes every
 // interval, so `up == 0` stays queryable while a node is away.
 func (h *Handler) Run(ctx context.Context) {
+	defer h.stopOnce.Do(func() { close(h.stop) })
 	t := time.NewTicker(h.interval)
 	defer t.Stop()
 	for {
@@ -170,11 +185,14 @@ func (h *Handler) Run(ctx context.Context) {
 				h.log.Debug("ingest behind; not marking nodes down")
 				continue
 			}
+			if h.holding.Load() > 0 { // the store holds the nodes up, not their silence
+				continue
+			}
 			newlyDown := map[string]bool{}
 			for _, n := range h.live.Sweep(now) {
 				h.log.Info("node down", "node", n)
 				newlyDown[n] = true
-				h.markDown(n, now)
+				h.markDown(n, now, func(f func() error) error { return f() })
 			}
 			for _, n := range h.live.Down() {
 				if !newlyDown[n] {

@@ -41,6 +41,9 @@ type Config struct {
 	// node whose clock is off by more is flagged as clock skew
 	// (0: store.DefaultMaxFuture, 10m).
 	MaxFuture Duration `toml:"max_future"`
+	// MinFreeBytes is the free space kept on the data directory's file
+	// system: below it the store is read-only (0: 128 MiB; negative: off).
+	MinFreeBytes int64 `toml:"min_free_bytes"`
 	// RollupRetention keeps one-minute min/max/mean/count rollups this
 	// long beside the raw data (Retention); 0 means 400d. Both zero
 	// values mean rollups on, so old configs get them.
@@ -226,6 +229,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.cfg.DisableRollups, "disable-rollups", false, "keep no 1-minute rollups; queries see raw data only")
 	fs.Var(&f.cfg.MaxFuture, "max-future", "refuse samples more than this ahead of the server's clock; nodes whose clocks are off by more are flagged clock skew (default 10m)")
 	fs.Int64Var(&f.cfg.RetentionBytes, "retention-bytes", 0, "drop oldest blocks beyond this many bytes (0: no limit)")
+	fs.Int64Var(&f.cfg.MinFreeBytes, "min-free-bytes", 0, "stop storing, read-only, while the data directory's file system has less free (0: 128 MiB; negative: no check)")
 	fs.Var(&f.cfg.QueryTimeout, "query-timeout", "maximum time one query may take (default 2m)")
 	fs.IntVar(&f.cfg.QueryMaxSamples, "query-max-samples", 0, "maximum samples one query may load (default 50000000)")
 	fs.IntVar(&f.cfg.QueryMaxConcurrent, "query-max-concurrency", 0, "maximum queries evaluated at once (default 20)")
@@ -286,6 +290,8 @@ func (f *flags) config(fs *flag.FlagSet) (Config, error) {
 			cfg.MaxFuture = f.cfg.MaxFuture
 		case "retention-bytes":
 			cfg.RetentionBytes = f.cfg.RetentionBytes
+		case "min-free-bytes":
+			cfg.MinFreeBytes = f.cfg.MinFreeBytes
 		case "query-timeout":
 			cfg.QueryTimeout = f.cfg.QueryTimeout
 		case "query-max-samples":

@@ -89,9 +89,15 @@ func (rw *RemoteWrite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if errors.As(err, &he) {
 		code = he.code
 	}
-	if code >= 500 {
+	switch {
+	case errors.Is(err, store.ErrNotWritable):
+		// Retryable: the sender keeps the samples. The store logs why.
+		code = http.StatusServiceUnavailable
+		w.Header().Set("Retry-After", "10")
+		rw.log.Debug("remote write refused: store not writable", "err", err)
+	case code >= 500:
 		rw.log.Error("remote write", "err", err)
-	} else {
+	default:
 		rw.log.Debug("remote write rejected", "err", err)
 	}
 	http.Error(w, err.Error(), code)

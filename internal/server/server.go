@@ -78,6 +78,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		MaxBytes:         cfg.RetentionBytes,
 		OutOfOrderWindow: cfg.OutOfOrderWindow.D(),
 		MaxFuture:        cfg.MaxFuture.D(),
+		MinFreeBytes:     cfg.MinFreeBytes,
 		Registerer:       s.reg,
 		Logger:           log.With("component", "store"),
 	})
@@ -152,7 +153,13 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn), MaxRequestsInFlight: 4,
 	}))
 	s.mux.HandleFunc("GET /-/healthy", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "Vigil is Healthy.\n") })
-	s.mux.HandleFunc("GET /-/ready", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "Vigil is Ready.\n") })
+	s.mux.HandleFunc("GET /-/ready", func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, "Vigil is Ready.\n")
+		if err := st.Writable(); err != nil { // queries work; storing does not
+			io.WriteString(w, "Read-only: "+err.Error()+"\n")
+		}
+	})
+	s.mux.HandleFunc("GET /api/v1/status/store", s.storeStatus)
 	return s, nil
 }
 

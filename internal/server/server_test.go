@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -503,4 +504,90 @@ func TestServeMissingKeyFile(t *testing.T) {
 		t.Fatalf("store still locked: %v", err)
 	}
 	s2.Close()
+}
+
+// A store that cannot write (here: less free space than min_free_bytes)
+// still answers queries, says why it is read-only, and answers remote
+// write with 503, which senders retry, instead of losing the samples.
+func TestReadOnlyStore(t *testing.T) {
+	_, srv, _ := startServerStream(t, false, receiverOn, func(c *Config) { c.MinFreeBytes = 1 << 62 })
+	ms := float64(base.UnixMilli())
+	req := &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{series("x", nil, [2]float64{ms, 1})}}
+	code, body := postWrite(t, srv, encodeWrite(t, req), "application/x-protobuf")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "disk_full") {
+		t.Errorf("remote write to a read-only store: %d %s; want 503 disk_full", code, body)
+	}
+	got := getJSON(t, srv+"/api/v1/status/store")
+	if !strings.Contains(got, `"writable":false,"reason":"disk_full"`) {
+		t.Errorf("store status: %s", got)
+	}
+	if got := getJSON(t, srv+"/-/ready"); !strings.Contains(got, "Read-only: ") {
+		t.Errorf("ready: %s", got)
+	}
+	if got := getJSON(t, srv+"/api/v1/query?query=up"); !strings.Contains(got, `"status":"success"`) {
+		t.Errorf("query on a read-only store: %s", got)
+	}
+}
+
+// The server restarts on a full disk: it serves what it had, read-only,
+// and takes writes again once space returns, without a restart.
+func TestRestartOnFullDisk(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Data = testutil.TmpFS(t, 64<<20)
+	cfg.MinFreeBytes = 8 << 20
+	cfg.EnableRemoteWriteReceiver = true
+	start := func() (string, func()) {
+		s, err := New(cfg, nil)
+		if err != nil {
+			t.Fatalf("start: %v", err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.Serve(ctx, ln, nil) }()
+		return "http://" + ln.Addr().String(), func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Logf("serve: %v", err)
+			}
+		}
+	}
+	ms := float64(time.Now().Add(-time.Minute).UnixMilli())
+	write := func(srv string, v float64) int {
+		req := &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{series("x", nil, [2]float64{ms + v*1000, v})}}
+		code, _ := postWrite(t, srv, encodeWrite(t, req), "application/x-protobuf")
+		return code
+	}
+	srv, stop := start()
+	if code := write(srv, 1); code != http.StatusNoContent {
+		t.Fatalf("write: %d", code)
+	}
+	stop()
+	filler := testutil.Fill(t, cfg.Data, "filler")
+	srv, stop = start()
+	defer stop()
+	at := strconv.FormatFloat(ms/1000+1, 'f', 3, 64)
+	if got := getJSON(t, srv+"/api/v1/query?query=x&time="+at); !strings.Contains(got, `"1"]`) {
+		t.Errorf("query after a restart on a full disk: %s", got)
+	}
+	if got := getJSON(t, srv+"/api/v1/status/store"); !strings.Contains(got, `"writable":false`) {
+		t.Errorf("store status on a full disk: %s", got)
+	}
+	if code := write(srv, 2); code != http.StatusServiceUnavailable {
+		t.Errorf("write on a full disk: %d, want 503", code)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(getJSON(t, srv+"/api/v1/status/store"), `"writable":true`); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("store not writable after space returned")
+		}
+	}
+	if code := write(srv, 3); code != http.StatusNoContent {
+		t.Errorf("write after space returned: %d", code)
+	}
 }

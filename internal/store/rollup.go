@@ -83,6 +83,9 @@ type Rollup struct {
 	// queries need not wait for a running pass.
 	watermark                          atomic.Int64
 	minutes, series, samples, rejected atomic.Uint64
+	// walFailed: a commit failed and may have torn the WAL; no commit may
+	// follow it before a restart cuts the torn tail (durable.go).
+	walFailed atomic.Bool
 }
 
 // RollupStats count the work of a Rollup since it was opened.
@@ -122,6 +125,9 @@ func OpenRollup(raw *Store, opts RollupOptions) (*Rollup, error) {
 	// minutes; the window lets the identical samples land (or be refused
 	// as duplicates) instead of failing as out of bounds.
 	to.OutOfOrderTimeWindow = (2 * rollupChunk).Milliseconds()
+	if err := repairLogs(opts.Dir, opts.Logger); err != nil {
+		return nil, err
+	}
 	db, err := tsdb.Open(opts.Dir, opts.Logger, nil, to, nil)
 	if err != nil {
 		return nil, fmt.Errorf("store: open rollup %s: %w", opts.Dir, err)
@@ -185,6 +191,12 @@ func (r *Rollup) Run(ctx context.Context) error {
 func (r *Rollup) Step(ctx context.Context, now time.Time) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.walFailed.Load() {
+		return 0, errors.New("store: rollup: paused until restart after a failed write")
+	}
+	if err := r.raw.Writable(); err != nil {
+		return 0, nil // same disk, most likely: wait, the minutes stay due
+	}
 	end := now.Add(-r.opts.Delay).Truncate(RollupStep).UnixMilli()
 	start := r.watermark.Load()
 	rs := r.raw.MinTime()
@@ -312,6 +324,7 @@ func (r *Rollup) pass(ctx context.Context, from, to int64) error {
 		r.series.Add(1)
 		if pending >= rollupCommitEvery {
 			if err := app.Commit(); err != nil {
+				r.walFailed.Store(true)
 				return fmt.Errorf("store: rollup %s..%s: commit: %w", fmtMs(from), fmtMs(to), err)
 			}
 			r.samples.Add(uint64(pending))
@@ -324,6 +337,7 @@ func (r *Rollup) pass(ctx context.Context, from, to int64) error {
 		return fmt.Errorf("store: rollup %s..%s: select raw series: %w", fmtMs(from), fmtMs(to), err)
 	}
 	if err := app.Commit(); err != nil {
+		r.walFailed.Store(true)
 		return fmt.Errorf("store: rollup %s..%s: commit: %w", fmtMs(from), fmtMs(to), err)
 	}
 	r.samples.Add(uint64(pending))
@@ -348,10 +362,10 @@ func (r *Rollup) append(app storage.Appender, lset labels.Labels, t int64, v flo
 // MinTime is the oldest timestamp the raw store holds (math.MaxInt64 when
 // it is empty).
 func (s *Store) MinTime() int64 {
-	if bs := s.db.Blocks(); len(bs) > 0 {
+	if bs := s.tdb().Blocks(); len(bs) > 0 {
 		return bs[0].Meta().MinTime
 	}
-	h := s.db.Head()
+	h := s.tdb().Head()
 	if h.NumSeries() == 0 {
 		return math.MaxInt64
 	}

@@ -24,7 +24,7 @@ import (
 type rawQueryable struct{ s *Store }
 
 func (r rawQueryable) Querier(mint, maxt int64) (storage.Querier, error) {
-	return r.s.db.Querier(mint, maxt)
+	return r.s.tdb().Querier(mint, maxt)
 }
 
 // producers are the conversions the plugins and node_exporter apply to

@@ -80,8 +80,16 @@ type Options struct {
 	// MaxFuture refuses samples more than this ahead of the server's
 	// clock (0: DefaultMaxFuture); see timebounds.go.
 	MaxFuture time.Duration
-	// Registerer gets the store's and the TSDB's metrics (nil: not
-	// registered).
+	// MinFreeBytes is the free space kept on the data directory's file
+	// system: below it the store turns read-only (appends fail with
+	// ErrNotWritable) until there is room again (0: DefaultMinFreeBytes;
+	// negative: no check).
+	MinFreeBytes int64
+	// CheckInterval is how often free space is checked and a store made
+	// read-only by a failed write reopened (0: DefaultCheckInterval).
+	CheckInterval time.Duration
+	// Registerer receives the store's vigil_* metrics and the TSDB's
+	// prometheus_tsdb_* metrics (nil: none).
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
 }
@@ -95,10 +103,14 @@ type Metadata struct {
 
 // Store is safe for concurrent use.
 type Store struct {
-	db     *tsdb.DB
+	gen    atomic.Pointer[generation] // the open TSDB (durable.go)
+	dur    durable
 	log    *slog.Logger
 	opts   Options
 	scaled bool // integer storage of decimalScales metrics (scale.go)
+
+	tsdbRegMu sync.Mutex
+	tsdbReg   *trackingRegisterer // the open TSDB's collectors (registry.go)
 
 	mu     sync.Mutex // guards nodes, cached, meta
 	nodes  map[string]*nodeCache
@@ -160,17 +172,46 @@ func Open(opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.MinFreeBytes == 0 {
+		opts.MinFreeBytes = DefaultMinFreeBytes
+	}
+	if opts.CheckInterval <= 0 {
+		opts.CheckInterval = DefaultCheckInterval
+	}
+	scaled, err := dataFormat(opts.Dir, opts.Logger)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{
+		scaled: scaled,
+		log:    opts.Logger,
+		opts:   opts,
+		nodes:  map[string]*nodeCache{},
+		meta:   map[string]Metadata{},
+	}
+	s.rejects, s.now = newRejections(opts.Registerer), time.Now
+	s.initDurable()
+	db, err := s.openTSDB()
+	if err != nil {
+		return nil, err
+	}
+	s.gen.Store(&generation{db: db})
+	s.startWatch()
+	return s, nil
+}
+
+func (s *Store) openTSDB() (*tsdb.DB, error) {
+	opts := s.opts
 	to := tsdb.DefaultOptions()
 	to.RetentionDuration = opts.Retention.Milliseconds()
 	to.MaxBytes = opts.MaxBytes
 	to.OutOfOrderTimeWindow = opts.OutOfOrderWindow.Milliseconds()
 	to.WALCompression = compression.Snappy
 	to.SamplesPerChunk = opts.SamplesPerChunk
-	scaled, err := dataFormat(opts.Dir, opts.Logger)
-	if err != nil {
+	if err := repairLogs(opts.Dir, opts.Logger); err != nil {
 		return nil, err
 	}
-	db, err := tsdb.Open(opts.Dir, opts.Logger.With("component", "tsdb"), opts.Registerer, to, nil)
+	db, err := tsdb.Open(opts.Dir, opts.Logger.With("component", "tsdb"), s.tsdbRegisterer(), to, nil)
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", opts.Dir, err)
 	}
@@ -181,25 +222,25 @@ func Open(opts Options) (*Store, error) {
 		return nil, err
 	}
 	if repaired {
-		if db, err = tsdb.Open(opts.Dir, opts.Logger.With("component", "tsdb"), nil, to, nil); err != nil {
+		if db, err = tsdb.Open(opts.Dir, opts.Logger.With("component", "tsdb"), s.tsdbRegisterer(), to, nil); err != nil {
 			return nil, fmt.Errorf("store: reopen %s after dropping future samples: %w", opts.Dir, err)
 		}
 	}
-	s := &Store{
-		scaled: scaled,
-		db:     db,
-		log:    opts.Logger,
-		opts:   opts,
-		nodes:  map[string]*nodeCache{},
-		meta:   map[string]Metadata{},
-	}
-	s.rejects, s.now = newRejections(opts.Registerer), time.Now
-	return s, nil
+	return db, nil
 }
 
 // Close flushes and closes the database.
 func (s *Store) Close() error {
-	if err := s.db.Close(); err != nil {
+	s.stopWatch()
+	s.dur.commitMu.Lock()
+	defer s.dur.commitMu.Unlock()
+	s.dur.writable.Store(false)
+	g := s.gen.Load()
+	if g.closed {
+		return nil
+	}
+	g.closed = true
+	if err := g.db.Close(); err != nil {
 		return fmt.Errorf("store: close %s: %w", s.opts.Dir, err)
 	}
 	return nil
@@ -207,7 +248,7 @@ func (s *Store) Close() error {
 
 // Querier makes Store a storage.Queryable for the query engine.
 func (s *Store) Querier(mint, maxt int64) (storage.Querier, error) {
-	q, err := s.db.Querier(mint, maxt)
+	q, err := s.tdb().Querier(mint, maxt)
 	if err != nil {
 		return nil, err
 	}
@@ -219,11 +260,17 @@ func (s *Store) Querier(mint, maxt int64) (storage.Querier, error) {
 
 // Appender returns an appender for ingest paths that carry their own
 // label sets (remote write). The caller must Commit or Rollback it.
+// While the store is read-only every call fails with ErrNotWritable.
 func (s *Store) Appender(ctx context.Context) storage.Appender {
-	if !s.scaled {
-		return boundedAppender{Appender: s.db.Appender(ctx), s: s}
+	app, g, err := s.begin(ctx)
+	if err != nil {
+		return refusingAppender{err}
 	}
-	return boundedAppender{Appender: scaledAppender{Appender: s.db.Appender(ctx), s: s}, s: s}
+	if s.scaled {
+		app = scaledAppender{Appender: app, s: s}
+	}
+	// Future samples are refused before they reach the TSDB (timebounds.go).
+	return boundedAppender{Appender: guardedAppender{Appender: app, s: s, g: g}, s: s}
 }
 
 // RejectedError reports samples the TSDB refused (out of order, duplicate
@@ -268,12 +315,15 @@ func (s *Store) AppendTick(node string, t time.Time, descs []*metric.Desc, value
 	nc.mu.Lock()
 	defer nc.mu.Unlock()
 	nc.lastUsed = time.Now()
-	app := s.db.Appender(context.Background())
+	app, g, err := s.begin(context.Background())
+	if err != nil {
+		return err
+	}
 	var rej *RejectedError
 	for i, d := range descs {
 		sr, err := s.ref(nc, node, d)
 		if err != nil {
-			_ = app.Rollback()
+			s.rollback(app, g)
 			return err
 		}
 		v := values[i]
@@ -301,12 +351,12 @@ func (s *Store) AppendTick(node string, t time.Time, descs []*metric.Desc, value
 			rej.Rejected++
 			s.rejects.add(rejectReason(err), node, 1)
 		default:
-			_ = app.Rollback()
+			s.rollback(app, g)
 			return fmt.Errorf("store: append %s: %w", sr.lset, err)
 		}
 	}
-	if err := app.Commit(); err != nil {
-		return fmt.Errorf("store: commit tick of node %q: %w", node, err)
+	if err := s.commit(app, g); err != nil {
+		return err // already says why; the node adds nothing a retry needs
 	}
 	if n := s.ticks.Add(1); n%4096 == 0 {
 		s.sweep()
@@ -347,10 +397,13 @@ func (s *Store) SetUp(node string, t time.Time, up bool) error {
 	if up {
 		v = 1
 	}
-	app := s.db.Appender(context.Background())
+	app, g, err := s.begin(context.Background())
+	if err != nil {
+		return err
+	}
 	ref, err := app.Append(nc.up.ref, nc.up.lset, t.UnixMilli(), v)
 	if err != nil {
-		_ = app.Rollback()
+		s.rollback(app, g)
 		if sampleRejected(err) {
 			s.rejected.Add(1)
 			s.rejects.add(rejectReason(err), node, 1)
@@ -358,8 +411,8 @@ func (s *Store) SetUp(node string, t time.Time, up bool) error {
 		return fmt.Errorf("store: append %s: %w", nc.up.lset, err)
 	}
 	nc.up.ref = ref
-	if err := app.Commit(); err != nil {
-		return fmt.Errorf("store: commit up of node %q: %w", node, err)
+	if err := s.commit(app, g); err != nil {
+		return err
 	}
 	return nil
 }
@@ -383,14 +436,18 @@ func (s *Store) Gap(node string, from, to time.Time) error {
 	nc := s.node(node)
 	nc.mu.Lock()
 	defer nc.mu.Unlock()
-	q, err := s.db.Querier(ts-staleLookback.Milliseconds(), math.MaxInt64)
+	ctx := context.Background()
+	app, g, err := s.begin(ctx)
 	if err != nil {
+		return err
+	}
+	q, err := g.db.Querier(ts-staleLookback.Milliseconds(), math.MaxInt64)
+	if err != nil {
+		s.rollback(app, g) // nothing appended yet: nothing to log
 		return fmt.Errorf("store: gap of node %q: %w", node, err)
 	}
 	defer q.Close()
-	ctx := context.Background()
 	set := q.Select(ctx, false, nil, labels.MustNewMatcher(labels.MatchEqual, NodeLabel, node))
-	app := s.db.Appender(ctx)
 	var it chunkenc.Iterator
 	marked := 0
 	for set.Next() {
@@ -407,24 +464,24 @@ func (s *Store) Gap(node string, from, to time.Time) error {
 			seen = true
 		}
 		if err := it.Err(); err != nil {
-			_ = app.Rollback()
+			s.rollback(app, g)
 			return fmt.Errorf("store: gap of node %q: read %s: %w", node, series.Labels(), err)
 		}
 		if !seen || lastT >= ts || value.IsStaleNaN(lastV) {
 			continue
 		}
 		if _, err := app.Append(0, series.Labels(), ts, math.Float64frombits(value.StaleNaN)); err != nil && !sampleRejected(err) {
-			_ = app.Rollback()
+			s.rollback(app, g)
 			return fmt.Errorf("store: gap of node %q: mark %s stale: %w", node, series.Labels(), err)
 		}
 		marked++
 	}
 	if err := set.Err(); err != nil {
-		_ = app.Rollback()
+		s.rollback(app, g)
 		return fmt.Errorf("store: gap of node %q: select: %w", node, err)
 	}
-	if err := app.Commit(); err != nil {
-		return fmt.Errorf("store: gap of node %q: commit: %w", node, err)
+	if err := s.commit(app, g); err != nil {
+		return err
 	}
 	s.gaps.Add(1)
 	s.log.Debug("gap recorded", "node", node, "from", from, "to", to, "series", marked)
@@ -472,7 +529,7 @@ func (s *Store) Stats() Stats {
 	s.mu.Lock()
 	cached := s.cached
 	s.mu.Unlock()
-	h := s.db.Head()
+	h := s.tdb().Head()
 	return Stats{
 		Ticks: s.ticks.Load(), RejectedSamples: s.rejected.Load(), Gaps: s.gaps.Load(),
 		UnscaledSamples: s.unscaled.Load(),
@@ -556,11 +613,11 @@ func (s *Store) sweep() {
 // as the TSDB otherwise does once the head spans 3h. Benchmarks use it to
 // measure the on-disk size of fresh data.
 func (s *Store) CompactHead() error {
-	h := s.db.Head()
+	h := s.tdb().Head()
 	if h.NumSeries() == 0 {
 		return nil
 	}
-	if err := s.db.CompactHead(tsdb.NewRangeHead(h, h.MinTime(), h.MaxTime())); err != nil {
+	if err := s.tdb().CompactHead(tsdb.NewRangeHead(h, h.MinTime(), h.MaxTime())); err != nil {
 		return fmt.Errorf("store: compact head of %s: %w", s.opts.Dir, err)
 	}
 	return nil
@@ -609,7 +666,7 @@ type BlockInfo struct {
 // Blocks lists the persisted blocks, oldest first.
 func (s *Store) Blocks() []BlockInfo {
 	var out []BlockInfo
-	for _, b := range s.db.Blocks() {
+	for _, b := range s.tdb().Blocks() {
 		m := b.Meta()
 		out = append(out, BlockInfo{Dir: b.Dir(), MinTime: m.MinTime, MaxTime: m.MaxTime,
 			Samples: m.Stats.NumSamples, Series: m.Stats.NumSeries, Chunks: m.Stats.NumChunks, Bytes: b.Size()})
@@ -626,7 +683,7 @@ type ChunkStat struct {
 // metric name (twins under their metric), for benchmarks: where the disk
 // goes.
 func (s *Store) ChunkStats(ctx context.Context) (map[string]ChunkStat, error) {
-	q, err := s.db.ChunkQuerier(math.MinInt64, math.MaxInt64)
+	q, err := s.tdb().ChunkQuerier(math.MinInt64, math.MaxInt64)
 	if err != nil {
 		return nil, fmt.Errorf("store: chunk stats: %w", err)
 	}

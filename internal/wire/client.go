@@ -403,6 +403,11 @@ func (c *Client) stream(ctx context.Context, conn net.Conn, fr *FrameReader, ses
 					return
 				}
 				c.acked(gen, n)
+				// The upstream is alive (it repeats its Ack while it
+				// holds a frame): a write blocked meanwhile may wait on.
+				if ctx.Err() == nil { // not while flushing at shutdown
+					_ = conn.SetWriteDeadline(time.Now().Add(c.o.WriteTimeout))
+				}
 			}
 		}
 	}()

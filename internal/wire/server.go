@@ -52,6 +52,8 @@ type ServerOptions struct {
 	// before the time it returns are acknowledged. An aggregator passes its
 	// upstream client's DeliveredBefore, so acknowledgements are end to end.
 	HandledBefore func() time.Time
+
+	beats *beatSet // set by Serve when the handler is a Keeper
 }
 
 // Connection defaults of ServerOptions.
@@ -312,6 +314,13 @@ func Serve(ctx context.Context, ln net.Listener, opts ServerOptions, h Handler) 
 	})
 	defer stop()
 	defer wg.Wait()
+	if _, ok := h.(Keeper); ok {
+		opts.beats = &beatSet{set: map[*holdBeat]struct{}{}}
+		bctx, cancel := context.WithCancel(ctx)
+		defer cancel() // runs before wg.Wait: Serve may end on an accept error
+		wg.Add(1)
+		go func() { defer wg.Done(); opts.beats.run(bctx) }()
+	}
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
@@ -468,6 +477,10 @@ func serveConn(ctx context.Context, conn net.Conn, o *ServerOptions, log *slog.L
 			"peer", addr, "name", name, "err", err)
 		_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
 		_, _ = conn.Write(send.seal(nil, appendClose(nil, err.Error())))
+	case errors.Is(err, ErrNotKept):
+		log.Warn("closing connection: frame not kept", "peer", addr, "name", name)
+		_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = conn.Write(send.seal(nil, appendClose(nil, err.Error())))
 	case isProtocolError(err):
 		st.ProtocolErrors.Add(1)
 		nt.log(log, slog.LevelWarn, "protocol", src+" "+name, "closing connection: protocol error", "peer", addr, "name", name, "err", err)
@@ -500,6 +513,12 @@ func readLoop(conn net.Conn, br *bufio.Reader, fr *FrameReader, send *frameMAC, 
 		at  time.Time
 	}
 	var marks []mark // processed offsets not yet acknowledged, oldest first
+	keeper, _ := h.(Keeper)
+	var hb *holdBeat // only a Keeper holds frames
+	if keeper != nil && o.beats != nil {
+		hb = o.beats.add(conn, send)
+		defer o.beats.remove(hb)
+	}
 	for {
 		if processed > ackedAt && (sinceAck >= ackEvery || br.Buffered() == 0) {
 			upTo := processed
@@ -514,9 +533,17 @@ func readLoop(conn net.Conn, br *bufio.Reader, fr *FrameReader, send *frameMAC, 
 			}
 			if upTo > ackedAt {
 				ack = appendFrame(ack[:0], frameAck, binary.AppendUvarint(nil, upTo))
+				if hb != nil {
+					hb.mu.Lock() // the heartbeat seals too: one tag sequence
+				}
 				sealed = send.seal(sealed[:0], ack)
 				_ = conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
-				if _, err := conn.Write(sealed); err != nil {
+				_, err := conn.Write(sealed)
+				if hb != nil {
+					hb.acked.Store(upTo)
+					hb.mu.Unlock()
+				}
+				if err != nil {
 					return fmt.Errorf("write ack: %w", err)
 				}
 				ackedAt = upTo
@@ -544,8 +571,22 @@ func readLoop(conn net.Conn, br *bufio.Reader, fr *FrameReader, send *frameMAC, 
 			continue
 		}
 		before := dec.Values
-		if err := dec.Decode(typ, payload, h); err != nil {
+		var unkept uint64
+		if keeper != nil {
+			unkept = keeper.Unkept()
+		}
+		if hb != nil {
+			hb.busy.Store(time.Now().UnixNano())
+		}
+		err = dec.Decode(typ, payload, h)
+		if hb != nil {
+			hb.busy.Store(0)
+		}
+		if err != nil {
 			return err
+		}
+		if keeper != nil && keeper.Unkept() != unkept {
+			return ErrNotKept // handled means kept: no ack for this frame
 		}
 		if n := dec.Values - before; n > 0 {
 			st.Values.Add(n)
