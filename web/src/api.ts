@@ -116,11 +116,12 @@ export async function request(
   o.signal?.addEventListener("abort", onAbort, { once: true });
   // Anything that ends the request early: the caller's abort stays an
   // AbortError, the rest become ApiErrors.
+  let answered = false;
   const failure = (e: unknown): Error => {
     if (o.signal?.aborted) return abortError();
     if (timedOut) return new ApiError(endpoint, 0, "timeout", `no answer within ${timeoutMs / 1000} s`);
     if (e instanceof ApiError) return e;
-    return new ApiError(endpoint, 0, "unreachable", "server unreachable");
+    return new ApiError(endpoint, 0, "unreachable", answered ? "answer cut off" : "server unreachable");
   };
   const qs = init.query?.toString();
   const headers: Record<string, string> = { Accept: "application/json" };
@@ -137,6 +138,7 @@ export async function request(
         cache: "no-store",
         signal: ctl.signal,
       });
+      answered = true;
       text = await readCapped(resp, endpoint, o.maxBytes ?? defaultMaxBytes);
     } catch (e) {
       throw failure(e);

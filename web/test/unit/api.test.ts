@@ -150,6 +150,19 @@ test("unreachable server", async () => {
   assert.deepEqual([e.endpoint, e.status, e.errorType, e.message], ["tree", 0, "unreachable", "tree: server unreachable"]);
 });
 
+test("an answer cut off midway", async () => {
+  mockFetch(async () =>
+    new Response(new ReadableStream<Uint8Array>({
+      start(c) {
+        c.enqueue(new TextEncoder().encode('{"status":'));
+        c.error(new TypeError("network error"));
+      },
+    }), { status: 200 }));
+  const e = await rejection(instantQuery("up"));
+  assert.ok(e instanceof ApiError);
+  assert.deepEqual([e.status, e.errorType, e.reason], [0, "unreachable", "answer cut off"]);
+});
+
 test("size cap: by Content-Length and while reading", async () => {
   let pulled = 0;
   mockFetch(async () =>
