@@ -26,7 +26,7 @@ func (w webSource) instant(ctx context.Context, expr string, t time.Time) ([]tre
 	res, err := w.api.InstantSamples(ctx, expr, t)
 	if err != nil {
 		if errors.Is(err, query.ErrBadQuery) {
-			return nil, fmt.Errorf("%w: %v", web.ErrBadQuery, err)
+			return nil, badQuery{err}
 		}
 		return nil, err
 	}
@@ -36,6 +36,15 @@ func (w webSource) instant(ctx context.Context, expr string, t time.Time) ([]tre
 	}
 	return out, nil
 }
+
+// badQuery marks an error of query.ErrBadQuery as web.ErrBadQuery too,
+// keeping its text, which says "bad query" already (the dashboard showed
+// it twice).
+type badQuery struct{ err error }
+
+func (b badQuery) Error() string        { return b.err.Error() }
+func (b badQuery) Unwrap() error        { return b.err }
+func (b badQuery) Is(target error) bool { return target == web.ErrBadQuery }
 
 // NodeValues implements web.Source.
 func (w webSource) NodeValues(ctx context.Context, expr string, t time.Time) (map[string]float64, error) {

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"io/fs"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,6 +45,14 @@ func browserEnv(t *testing.T) string {
 
 // clusterServer serves the dashboard and the fake Prometheus API of c.
 func clusterServer(t *testing.T, c *fakeCluster) *httptest.Server {
+	mux, _ := clusterMux(c)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// clusterMux routes the dashboard (h) and the fake APIs of c.
+func clusterMux(c *fakeCluster) (*http.ServeMux, *Handler) {
 	mux := http.NewServeMux()
 	mux.Handle("/api/v1/", c)
 	// What vigil server answers when it runs without log intake.
@@ -51,10 +61,9 @@ func clusterServer(t *testing.T, c *fakeCluster) *httptest.Server {
 		w.WriteHeader(http.StatusNotFound)
 		io.WriteString(w, `{"status":"error","errorType":"unavailable","error":"log intake is off: start vigil server with --syslog-udp or --syslog-tcp"}`+"\n")
 	})
-	mux.Handle("/", New(Options{Source: c, Interval: time.Second}))
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	return srv
+	h := New(Options{Source: c, Interval: time.Second})
+	mux.Handle("/", h)
+	return mux, h
 }
 
 func runNode(t *testing.T, webDir string, timeout time.Duration, script string, args ...string) {
@@ -79,6 +88,61 @@ func TestBrowserE2E(t *testing.T) {
 	srv := clusterServer(t, newFakeCluster(300))
 	shots, _ := filepath.Abs("../../build/screenshots")
 	runNode(t, webDir, 3*time.Minute, "e2e.mjs", srv.URL, shots)
+}
+
+// TestBrowserAuth runs the dashboard behind basic auth, as `vigil server
+// --web-config` serves it: every request and stream must carry the
+// browser's credentials (test/auth-e2e.mjs), and leaving a view must end
+// its requests and its live stream.
+func TestBrowserAuth(t *testing.T) {
+	webDir := browserEnv(t)
+	c := newFakeCluster(50)
+	mux, h := clusterMux(c)
+	var slowStarted, slowCancelled atomic.Int64
+	// A query that answers only when the client gives up, counted.
+	mux.HandleFunc("/api/v1/query_range", func(w http.ResponseWriter, r *http.Request) { slow(w, r, c, &slowStarted, &slowCancelled) })
+	mux.HandleFunc("/api/v1/query", func(w http.ResponseWriter, r *http.Request) { slow(w, r, c, &slowStarted, &slowCancelled) })
+	mux.HandleFunc("GET /test/state", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]int64{
+			"streams": h.Stats().StreamsActive, "slowStarted": slowStarted.Load(), "slowCancelled": slowCancelled.Load(),
+		})
+	})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "ops" || p != "s3cret" {
+			w.Header().Set("WWW-Authenticate", `Basic realm="vigil"`)
+			http.Error(w, "Unauthorized", http.StatusUnauthorized)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	resp, err := http.Get(srv.URL + "/api/web/nodes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("without credentials: %s, want 401", resp.Status)
+	}
+	runNode(t, webDir, 2*time.Minute, "auth-e2e.mjs", srv.URL)
+}
+
+// slow holds queries of slow_metric until the client goes away (or 30 s),
+// counting both; other queries go to the fake cluster.
+func slow(w http.ResponseWriter, r *http.Request, c *fakeCluster, started, cancelled *atomic.Int64) {
+	_ = r.ParseForm()
+	if r.Form.Get("query") != "slow_metric" {
+		c.ServeHTTP(w, r)
+		return
+	}
+	started.Add(1)
+	select {
+	case <-r.Context().Done():
+		cancelled.Add(1)
+	case <-time.After(30 * time.Second):
+		http.Error(w, "slow_metric: no one gave up", http.StatusGatewayTimeout)
+	}
 }
 
 // TestBrowserPerf measures the heatmap's CPU use with 20,000 nodes at 1 Hz.

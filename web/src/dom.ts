@@ -1,3 +1,5 @@
+import type { Route } from "./route";
+
 // Tiny DOM helper: h("div.cls", {attr: v}, children...).
 type Child = Node | string | null | undefined | false;
 
@@ -21,10 +23,20 @@ export function h<K extends keyof HTMLElementTagNameMap>(
   return el;
 }
 
-export interface ViewHandle {
-  el: HTMLElement;
-  destroy(): void;
+// ViewContext is what the router gives a view.
+export interface ViewContext {
+  route: Route;
+  navigate(r: Route): void;
+  // expose publishes state for the browser tests and the perf script.
+  expose(stats: object): void;
+  // signal is aborted when the view is left: every request and stream of
+  // the view is started with it (api.ts), so leaving ends them all.
+  signal: AbortSignal;
 }
+
+// A view renders into root and returns its cleanup (charts, timers,
+// listeners), which the router calls after aborting ctx.signal.
+export type View = (root: HTMLElement, ctx: ViewContext) => () => void;
 
 // promLabel quotes a label value for a PromQL selector.
 export function promString(s: string): string {

@@ -1,7 +1,7 @@
 import "uplot/dist/uPlot.min.css";
 import "./style.css";
-import { h, type ViewHandle } from "./dom";
-import { formatHash, parseHash, type Route } from "./route";
+import { h, type View } from "./dom";
+import { formatHash, parseHash, type Route, type ViewName } from "./route";
 import { heatmapView } from "./views/heatmap";
 import { nodeView } from "./views/node";
 import { exploreView } from "./views/explore";
@@ -31,7 +31,18 @@ document.body.append(
   main,
 );
 
-let current: ViewHandle | null = null;
+// Every view has one signature (dom.ts View); the router mounts one at a
+// time and, when it is left, aborts its signal (ending its requests and
+// streams) and calls its cleanup.
+const views: Record<ViewName, { mount: View; title(r: Route): string }> = {
+  heatmap: { mount: heatmapView, title: () => "Heatmap" },
+  node: { mount: nodeView, title: (r) => r.node ?? "Node" },
+  explore: { mount: exploreView, title: () => "Explore" },
+  tree: { mount: treeView, title: () => "Tree" },
+  logs: { mount: logsView, title: () => "Logs" },
+};
+
+let unmount: (() => void) | null = null;
 let currentHash = "";
 
 function navigate(r: Route): void {
@@ -43,35 +54,22 @@ function navigate(r: Route): void {
 function render(): void {
   const r = parseHash(location.hash);
   currentHash = formatHash(r);
-  current?.destroy();
+  unmount?.();
+  main.replaceChildren();
   for (const k of Object.keys(exposed)) delete exposed[k];
   exposed.view = r.view;
   for (const [k, a] of Object.entries(links)) a.classList.toggle("active", k === r.view || (k === "heatmap" && r.view === "node"));
-  switch (r.view) {
-    case "node":
-      current = nodeView(r, navigate, (s) => Object.assign(exposed, s));
-      document.title = `${r.node} · Vigil`;
-      break;
-    case "explore":
-      current = exploreView(r, navigate);
-      document.title = "Explore · Vigil";
-      break;
-    case "tree":
-      current = treeView();
-      document.title = "Tree · Vigil";
-      break;
-    case "logs":
-      current = logsView(r, { navigate, expose: (s) => Object.assign(exposed, s) });
-      document.title = "Logs · Vigil";
-      break;
-    default:
-      current = heatmapView(r, { navigate, expose: (s) => Object.assign(exposed, s) });
-      document.title = "Heatmap · Vigil";
-  }
-  main.replaceChildren(current.el);
+  const v = views[r.view];
+  document.title = `${v.title(r)} · Vigil`;
+  const ctl = new AbortController();
+  const cleanup = v.mount(main, { route: r, navigate, expose: (s) => Object.assign(exposed, s), signal: ctl.signal });
+  unmount = () => {
+    ctl.abort();
+    cleanup();
+  };
 }
 
 window.addEventListener("hashchange", () => {
-  if (formatHash(parseHash(location.hash)) !== currentHash || !current) render();
+  if (formatHash(parseHash(location.hash)) !== currentHash || !unmount) render();
 });
 render();

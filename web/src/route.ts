@@ -2,15 +2,15 @@
 // e.g. #/heatmap?m=cpu, #/node/cn00001?from=now-1h&to=now, #/explore?q=up,
 // #/logs?q=app:sshd&from=now-1h&to=now&live=1
 
-export type View = "heatmap" | "node" | "explore" | "tree" | "logs";
+export type ViewName = "heatmap" | "node" | "explore" | "tree" | "logs";
 
 export interface Route {
-  view: View;
+  view: ViewName;
   node?: string;
   params: URLSearchParams;
 }
 
-const views: View[] = ["heatmap", "node", "explore", "tree", "logs"];
+const views: ViewName[] = ["heatmap", "node", "explore", "tree", "logs"];
 
 export function parseHash(hash: string): Route {
   const h = hash.replace(/^#\/?/, "");
@@ -18,7 +18,7 @@ export function parseHash(hash: string): Route {
   const path = qi < 0 ? h : h.slice(0, qi);
   const params = new URLSearchParams(qi < 0 ? "" : h.slice(qi + 1));
   const parts = path.split("/").filter((p) => p !== "").map(safeDecode);
-  const view = views.includes(parts[0] as View) ? (parts[0] as View) : "heatmap";
+  const view = views.includes(parts[0] as ViewName) ? (parts[0] as ViewName) : "heatmap";
   if (view === "node") {
     if (!parts[1]) return { view: "heatmap", params };
     return { view, node: parts[1], params };

@@ -1,4 +1,4 @@
-import type { MatrixSeries } from "./prom";
+import type { MatrixSeries } from "./api";
 
 // AlignedData is uPlot's column layout: x (seconds) then one array per series.
 export type AlignedData = [number[], ...(number | null)[][]];

@@ -5,12 +5,14 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 
-export async function launch(viewport = { width: 1400, height: 900 }) {
+// opts go to launchPersistentContext (e.g. httpCredentials).
+export async function launch(viewport = { width: 1400, height: 900 }, opts = {}) {
   const profile = await mkdtemp(path.join(tmpdir(), "vigil-chromium-"));
   const ctx = await chromium.launchPersistentContext(profile, {
     executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
     headless: true,
     viewport,
+    ...opts,
     args: [
       "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
       "--disable-background-networking", "--disable-component-update", "--disable-sync",

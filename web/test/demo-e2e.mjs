@@ -67,6 +67,17 @@ try {
   check(rows.length === simulated + 1, `explore table has one node_load1 row per node (${rows.length})`);
   check(rows.some((r) => r.includes(`node="${sim(1)}"`)), "rows carry node labels");
   await shot("demo-explore.png");
+  // A bad query is reported once, in Explore (range and instant query
+  // both fail) and on the heatmap's live stream.
+  await page.fill("textarea.promql", "rate(node_load1");
+  await page.click("button.run");
+  await page.waitForSelector(".explore-view .error:not([hidden])");
+  const xerr = await page.textContent(".explore-view .error");
+  check(/parse error/.test(xerr) && xerr.split("parse error").length === 2, `explore shows a bad query once: "${xerr}"`);
+  await page.goto(base + "/#/heatmap?expr=" + encodeURIComponent("rate(node_load1"));
+  await page.waitForSelector(".heatmap-view .error:not([hidden])");
+  const herr = await page.textContent(".heatmap-view .error");
+  check(/parse error/.test(herr) && herr.split("bad query").length <= 2, `heatmap shows a bad expression once: "${herr}"`);
 
   // 4. The tree shows the demo's aggregator with its children up.
   await page.click("nav a[href='#/tree']");

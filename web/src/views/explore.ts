@@ -1,19 +1,20 @@
 import type uPlot from "uplot";
 import { makeChart } from "../chart";
-import { h, type ViewHandle } from "../dom";
+import { ApiError, instantQuery, isAbort, rangeQuery } from "../api";
+import { h, type ViewContext } from "../dom";
 import { formatLabels, formatTime, formatValue } from "../format";
-import { instantQuery, rangeQuery } from "../prom";
-import { stepFor, timeRange, type Route } from "../route";
+import { stepFor, timeRange } from "../route";
 import { alignSeries } from "../series";
 import { timePicker } from "./timepicker";
 
 const maxChartSeries = 30;
 const maxRows = 500;
 
-export function exploreView(route: Route, navigate: (r: Route) => void): ViewHandle {
+// exploreView runs the query as a range query (chart) and an instant query
+// at the range's end (table).
+export function exploreView(root: HTMLElement, { route, navigate, signal }: ViewContext): () => void {
   const q = route.params.get("q") ?? "";
   const r = timeRange(route.params, Date.now());
-  const abort = new AbortController();
   let chart: uPlot | null = null;
 
   const input = h("textarea.promql", { rows: 3, spellcheck: "false", placeholder: 'PromQL, e.g. topk(10, node_load1) — Ctrl+Enter runs' });
@@ -39,15 +40,21 @@ export function exploreView(route: Route, navigate: (r: Route) => void): ViewHan
     h("div.query-row", null, input, h("button.run", { onclick: () => go() }, "Run")),
     msg, chartBox, table,
   );
+  // Both queries usually fail for the same reason (a parse error): each
+  // distinct reason is shown once.
+  const shown = new Set<string>();
   const fail = (e: Error) => {
-    if (e.name === "AbortError") return;
-    msg.textContent = e.message;
+    if (isAbort(e)) return;
+    const reason = e instanceof ApiError ? e.reason : e.message;
+    if (shown.has(reason)) return;
+    shown.add(reason);
+    msg.append(h("div", null, "Query failed: " + reason));
     msg.hidden = false;
   };
 
   if (q) {
     const step = stepFor(r);
-    rangeQuery(q, r.start, r.end, step, abort.signal).then((series) => {
+    rangeQuery(q, r.start, r.end, step, { signal }).then((series) => {
       if (series.length === 0) {
         chartBox.replaceChildren(h("div.chart-msg", null, "no data in this range"));
         return;
@@ -61,7 +68,7 @@ export function exploreView(route: Route, navigate: (r: Route) => void): ViewHan
       chartBox.classList.add("has-data");
     }).catch(fail);
 
-    instantQuery(q, r.end, abort.signal).then((d) => {
+    instantQuery(q, r.end, { signal }).then((d) => {
       const rows: [string, string][] = [];
       switch (d.resultType) {
         case "vector":
@@ -88,11 +95,6 @@ export function exploreView(route: Route, navigate: (r: Route) => void): ViewHan
   } else {
     table.replaceChildren(h("p.muted", null, "Type a PromQL expression and press Run."));
   }
-  return {
-    el,
-    destroy() {
-      abort.abort();
-      chart?.destroy();
-    },
-  };
+  root.append(el);
+  return () => chart?.destroy();
 }

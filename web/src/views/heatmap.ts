@@ -1,18 +1,13 @@
-import { h, type ViewHandle } from "../dom";
+import { liveHeatmap } from "../api";
+import { h, type ViewContext } from "../dom";
 import { BG_RGB, cssRGB, DOWN_RGB, MISSING_RGB, scaleRGB } from "../color";
 import { dequantise, QUANT_DOWN, QUANT_MAX, QUANT_MISSING, type NodeEntry } from "../frame";
 import { formatValue } from "../format";
 import { Heatmap } from "../heatmap";
-import { LiveStream } from "../live";
 import { presets, selected } from "../presets";
-import type { Route } from "../route";
-
-export interface HeatmapDeps {
-  navigate(r: Route): void;
-  expose(stats: object): void;
-}
-
-export function heatmapView(route: Route, deps: HeatmapDeps): ViewHandle {
+// heatmapView: every node a cell, coloured by the live stream of one
+// expression.
+export function heatmapView(root: HTMLElement, { route, navigate, expose, signal }: ViewContext): () => void {
   const sel = selected(route.params);
   const custom = !sel.preset;
 
@@ -27,7 +22,7 @@ export function heatmapView(route: Route, deps: HeatmapDeps): ViewHandle {
     const pre = presets.find((x) => x.expr === input.value.trim());
     if (pre) p.set("m", pre.id);
     else p.set("expr", input.value.trim());
-    deps.navigate({ view: "heatmap", params: p });
+    navigate({ view: "heatmap", params: p });
   };
   select.addEventListener("change", () => {
     if (select.value === "custom") {
@@ -35,7 +30,7 @@ export function heatmapView(route: Route, deps: HeatmapDeps): ViewHandle {
       input.select();
       return;
     }
-    deps.navigate({ view: "heatmap", params: new URLSearchParams({ m: select.value }) });
+    navigate({ view: "heatmap", params: new URLSearchParams({ m: select.value }) });
   });
   input.addEventListener("keydown", (e) => e.key === "Enter" && apply());
 
@@ -86,7 +81,7 @@ export function heatmapView(route: Route, deps: HeatmapDeps): ViewHandle {
     tip.style.top = y + 14 + "px";
   };
   const hm = new Heatmap(wrap, showTip, (i) => {
-    deps.navigate({ view: "node", node: hm.nodeName(i), params: new URLSearchParams({ from: "now-1h", to: "now" }) });
+    navigate({ view: "node", node: hm.nodeName(i), params: new URLSearchParams({ from: "now-1h", to: "now" }) });
   });
 
   const apply1 = (q: Uint8Array) => {
@@ -107,7 +102,7 @@ export function heatmapView(route: Route, deps: HeatmapDeps): ViewHandle {
   };
   document.addEventListener("visibilitychange", onVisible);
 
-  const live = new LiveStream(sel.expr, {
+  liveHeatmap(sel.expr, {
     nodes(n) {
       nodes = n;
       hm.setNodes(n);
@@ -132,22 +127,16 @@ export function heatmapView(route: Route, deps: HeatmapDeps): ViewHandle {
     },
     state(s) {
       if (s === "live") return;
+      // A refused stream (503: too many viewers) or a lost server is
+      // reconnecting; only a bad expression closes it (error says why).
       status.textContent = s === "closed" ? "stream closed" : s + "…";
-      if (s === "closed" && err.hidden) {
-        // A refused stream (503: too many viewers) or a server gone for good.
-        err.textContent = "Live stream closed by the server. Reload the page to retry.";
-        err.hidden = false;
-      }
     },
-  });
-  deps.expose({ heatmap: hm.stats, lastFrame: () => lastT, expr: sel.expr, locate: (n: string) => hm.clientPos(n) });
+  }, signal);
+  expose({ heatmap: hm.stats, lastFrame: () => lastT, expr: sel.expr, locate: (n: string) => hm.clientPos(n) });
 
-  return {
-    el,
-    destroy() {
-      live.close();
-      hm.destroy();
-      document.removeEventListener("visibilitychange", onVisible);
-    },
+  root.append(el);
+  return () => {
+    hm.destroy();
+    document.removeEventListener("visibilitychange", onVisible);
   };
 }

@@ -1,11 +1,14 @@
-import { h, type ViewHandle } from "../dom";
+import {
+  ApiError, isAbort, logPatterns, patternEvents, searchLogs, tailLogs, type LogRecord, type Pattern, type PatternEvent,
+  type Stream,
+} from "../api";
+import { h, type ViewContext } from "../dom";
 import { formatNumber, formatTime } from "../format";
 import {
-  bucketStart, filterValue, getLogs, LogsError, logsBase, RecordList, searchParams, severities, severityClass, sparkPath,
-  tailParams, templateParts, topHosts, withFilter,
-  type LogRecord, type Pattern, type PatternEvent, type PatternsResponse, type SearchResponse,
-} from "../logs";
-import { formatHash, timeRange, type Route } from "../route";
+  bucketStart, filterValue, RecordList, searchParams, severities, severityClass, sparkPath, templateParts, topHosts,
+  withFilter,
+} from "../logquery";
+import { formatHash, timeRange } from "../route";
 import { timePicker } from "./timepicker";
 
 const pageSize = 200;
@@ -25,15 +28,10 @@ function clock(iso: string, ms = false): string {
   return (today ? full.slice(11) : full) + (ms ? "." + String(((t % 1000) + 1000) % 1000).padStart(3, "0") : "");
 }
 
-export interface LogsDeps {
-  navigate(r: Route): void;
-  expose(stats: object): void;
-}
-
 // logsView: search (newest first, "load more" pages), live tail over SSE
 // and the mined patterns with their counts over time. All state that
 // matters for a shared link is in the URL: q, from, to, live, psort, pwin.
-export function logsView(route: Route, deps: LogsDeps): ViewHandle {
+export function logsView(root: HTMLElement, { route, navigate, expose, signal }: ViewContext): () => void {
   const p = route.params;
   const q = p.get("q") ?? "";
   const live = p.get("live") === "1";
@@ -43,10 +41,9 @@ export function logsView(route: Route, deps: LogsDeps): ViewHandle {
   // the same window.
   const now = Date.now();
   const r = timeRange(p, now);
-  const abort = new AbortController();
   const list = new RecordList(maxRows);
   const stats = { rows: 0, pages: 0, live, liveReceived: 0, patterns: 0, newPatterns: 0, error: "", unavailable: false };
-  deps.expose({ logs: stats });
+  expose({ logs: stats });
 
   const go = (change: Record<string, string | null>) => {
     const np = new URLSearchParams(p);
@@ -54,7 +51,7 @@ export function logsView(route: Route, deps: LogsDeps): ViewHandle {
       if (v === null || v === "") np.delete(k);
       else np.set(k, v);
     }
-    deps.navigate({ view: "logs", params: np });
+    navigate({ view: "logs", params: np });
   };
   // Filters are plain links, so they can be opened in a new tab or shared.
   const filterHref = (key: string, value: string) => {
@@ -89,10 +86,10 @@ export function logsView(route: Route, deps: LogsDeps): ViewHandle {
   sevSel.addEventListener("change", () => go({ q: withFilter(input.value.trim(), "severity", sevSel.value || null) }));
   const msg = h("div.error", { hidden: true });
   const fail = (e: Error) => {
-    if (e.name === "AbortError") return;
+    if (isAbort(e)) return;
     stats.error = e.message;
-    stats.unavailable = e instanceof LogsError && e.unavailable;
-    msg.textContent = stats.unavailable ? "Logs unavailable: " + (e as LogsError).reason : e.message;
+    stats.unavailable = e instanceof ApiError && e.unavailable;
+    msg.textContent = stats.unavailable ? "Logs unavailable: " + (e as ApiError).reason : e.message;
     msg.hidden = false;
   };
 
@@ -139,7 +136,7 @@ export function logsView(route: Route, deps: LogsDeps): ViewHandle {
     if (loading) return;
     loading = true;
     more.disabled = true;
-    getLogs<SearchResponse>("search", searchParams(p, now, pageSize, list.cursor), abort.signal)
+    searchLogs(searchParams(p, now, pageSize, list.cursor), { signal })
       .then((res) => {
         const added = list.appendPage(res.records ?? [], res.next_cursor);
         tbody.append(...added.map((rec) => row(rec, false)));
@@ -158,10 +155,8 @@ export function logsView(route: Route, deps: LogsDeps): ViewHandle {
       });
   };
 
-  // --- live tail: EventSource would reconnect with the original "after",
-  // so reconnection is done here, resuming after the newest row shown.
-  let es: EventSource | null = null;
-  let retry = 0;
+  // --- live tail, resuming after the newest row shown when it reconnects.
+  let tail: Stream | null = null;
   let pending: LogRecord[] = [];
   let flushQueued = false;
   const flush = () => {
@@ -176,29 +171,21 @@ export function logsView(route: Route, deps: LogsDeps): ViewHandle {
     showSummary();
   };
   const startTail = () => {
-    es?.close();
-    es = new EventSource(logsBase + "tail?" + tailParams(p, list.newest()).toString());
-    liveState.textContent = " · live: connecting…";
-    es.onopen = () => (liveState.textContent = " · live");
-    es.onmessage = (ev) => {
-      try {
-        pending.push(JSON.parse(ev.data) as LogRecord);
-      } catch {
-        return;
-      }
-      if (!flushQueued) {
-        flushQueued = true;
-        // One DOM update per frame, however fast messages come.
-        requestAnimationFrame(flush);
-      }
-    };
-    es.addEventListener("error", (ev) => {
-      const serverMsg = ev instanceof MessageEvent && typeof ev.data === "string" ? ev.data : "";
-      es?.close();
-      es = null;
-      liveState.textContent = serverMsg ? " · live stopped: " + serverMsg : " · live: disconnected, retrying…";
-      if (!serverMsg && !abort.signal.aborted) retry = window.setTimeout(startTail, 3000);
-    });
+    tail?.close();
+    tail = tailLogs(q, () => list.newest(), {
+      record(rec) {
+        pending.push(rec);
+        if (!flushQueued) {
+          flushQueued = true;
+          // One DOM update per frame, however fast messages come.
+          requestAnimationFrame(flush);
+        }
+      },
+      state(s) {
+        if (s !== "closed") liveState.textContent = s === "live" ? " · live" : s === "connecting" ? " · live: connecting…" : " · live: disconnected, retrying…";
+      },
+      stopped: (m) => (liveState.textContent = " · live stopped: " + m),
+    }, signal);
   };
 
   // --- patterns
@@ -274,12 +261,13 @@ export function logsView(route: Route, deps: LogsDeps): ViewHandle {
     return item;
   };
 
+  // A refresh is skipped while the previous one still waits.
+  let pbusy = false;
   const loadPatterns = () => {
+    if (pbusy) return;
+    pbusy = true;
     const pp = new URLSearchParams({ limit: String(patternLimit), sort: psort });
-    Promise.all([
-      getLogs<PatternsResponse>("patterns", pp, abort.signal),
-      getLogs<{ events: PatternEvent[] }>("patterns/events", new URLSearchParams({ since: newWindow }), abort.signal),
-    ]).then(([pr, ev]) => {
+    Promise.all([logPatterns(pp, { signal }), patternEvents(newWindow, { signal })]).then(([pr, ev]) => {
       const fresh = new Map<number, PatternEvent>();
       for (const e of ev.events ?? []) if (!fresh.has(e.pattern)) fresh.set(e.pattern, e);
       const pats = pr.patterns ?? [];
@@ -288,11 +276,11 @@ export function logsView(route: Route, deps: LogsDeps): ViewHandle {
       ptotal.textContent = pr.total > pats.length ? `${pats.length} of ${pr.total}` : String(pr.total);
       plist.replaceChildren(...(pats.length ? pats.map((x) => patternItem(x, fresh.get(x.id))) : [h("p.muted", null, "No patterns mined yet.")]));
     }).catch((e: Error) => {
-      if (e.name === "AbortError") return;
-      plist.replaceChildren(h("p.muted", null, e instanceof LogsError && e.unavailable ? "Patterns unavailable." : "patterns: " + e.message));
-      if (!(e instanceof LogsError && e.unavailable)) return;
-      clearInterval(ptimer);
-    });
+      if (isAbort(e)) return;
+      const off = e instanceof ApiError && e.unavailable;
+      plist.replaceChildren(h("p.muted", null, off ? "Patterns unavailable." : e.message));
+      if (off) clearInterval(ptimer);
+    }).finally(() => (pbusy = false));
   };
 
   const patternsPanel = h("aside.patterns", null,
@@ -313,13 +301,6 @@ export function logsView(route: Route, deps: LogsDeps): ViewHandle {
   loadPage();
   loadPatterns();
   const ptimer = window.setInterval(loadPatterns, patternRefresh);
-  return {
-    el,
-    destroy() {
-      abort.abort();
-      es?.close();
-      clearTimeout(retry);
-      clearInterval(ptimer);
-    },
-  };
+  root.append(el);
+  return () => clearInterval(ptimer);
 }

@@ -1,9 +1,9 @@
 import type uPlot from "uplot";
 import { makeChart } from "../chart";
-import { h, promString, type ViewHandle } from "../dom";
+import { instantQuery, isAbort, rangeQuery, type Labels, type MatrixSeries } from "../api";
+import { h, promString, type ViewContext } from "../dom";
 import { formatLabels, formatValue, type Unit } from "../format";
-import { instantQuery, rangeQuery, type Labels, type MatrixSeries } from "../prom";
-import { stepFor, timeRange, type Route } from "../route";
+import { stepFor, timeRange } from "../route";
 import { alignSeries } from "../series";
 import { timePicker } from "./timepicker";
 
@@ -39,13 +39,13 @@ const panels: Panel[] = [
   ] },
 ];
 
-export function nodeView(route: Route, navigate: (r: Route) => void, expose: (s: object) => void = () => {}): ViewHandle {
+// nodeView: one node's history charts, its up badge and top processes.
+export function nodeView(root: HTMLElement, { route, navigate, expose, signal }: ViewContext): () => void {
   const node = route.node!;
   const sel = `node=${promString(node)}`;
   const r = timeRange(route.params, Date.now());
   const step = stepFor(r);
   const win = Math.max(4 * step, 30) + "s";
-  const abort = new AbortController();
   const charts: uPlot[] = [];
   // For the browser tests: per chart, its series and non-empty points.
   const drawn: { title: string; series: number; points: number }[] = [];
@@ -72,7 +72,7 @@ export function nodeView(route: Route, navigate: (r: Route) => void, expose: (s:
     const box = h("div.chart", { "data-title": p.title }, h("div.chart-title", null, p.title), h("div.chart-msg", null, "loading…"));
     grid.append(box);
     Promise.all(p.queries.map(async (q) => {
-      const res = await rangeQuery(q.expr(sel, win), r.start, r.end, step, abort.signal);
+      const res = await rangeQuery(q.expr(sel, win), r.start, r.end, step, { signal });
       return res.map((s) => ({ s, label: q.label(s.metric) }));
     })).then((parts) => {
       const all = parts.flat().sort((a, b) => a.label.localeCompare(b.label, undefined, { numeric: true }));
@@ -89,34 +89,29 @@ export function nodeView(route: Route, navigate: (r: Route) => void, expose: (s:
       box.classList.add("has-data");
       drawn.push({ title: p.title, series: all.length, points: data.slice(1).reduce((n, ys) => n + ys.filter((y) => y !== null).length, 0) });
     }).catch((e: Error) => {
-      if (e.name === "AbortError") return;
+      if (isAbort(e)) return;
       box.replaceChildren(h("div.chart-title", null, p.title), h("div.chart-msg.error", null, e.message));
     });
   }
 
-  instantQuery(`up{${sel}}`, r.end, abort.signal).then((d) => {
+  instantQuery(`up{${sel}}`, r.end, { signal }).then((d) => {
     const v = d.resultType === "vector" && d.result[0] ? parseFloat(d.result[0].value[1]) : NaN;
     badge.textContent = Number.isNaN(v) ? "unknown" : v >= 1 ? "up" : "down";
     badge.className = "badge " + (Number.isNaN(v) ? "" : v >= 1 ? "up" : "down");
   }).catch(() => (badge.textContent = "unknown"));
 
-  loadProcesses(sel, r.end, abort.signal).then((t) => procs.replaceChildren(t)).catch((e: Error) => {
-    if (e.name !== "AbortError") procs.replaceChildren(h("span.error", null, e.message));
+  loadProcesses(sel, r.end, signal).then((t) => procs.replaceChildren(t)).catch((e: Error) => {
+    if (!isAbort(e)) procs.replaceChildren(h("span.error", null, e.message));
   });
 
-  return {
-    el,
-    destroy() {
-      abort.abort();
-      charts.forEach((c) => c.destroy());
-    },
-  };
+  root.append(el);
+  return () => charts.forEach((c) => c.destroy());
 }
 
 // loadProcesses pivots vigil_process_* series into one row per process;
 // counters (_total) also get a per-second rate column.
 async function loadProcesses(sel: string, t: number, signal: AbortSignal): Promise<HTMLElement> {
-  const d = await instantQuery(`{__name__=~"vigil_process_.+",${sel}}`, t, signal);
+  const d = await instantQuery(`{__name__=~"vigil_process_.+",${sel}}`, t, { signal });
   if (d.resultType !== "vector" || d.result.length === 0) return h("p.muted", null, "no process data for this node");
   const key = (m: Labels) => `${m.pid ?? ""}\u0000${m.user ?? ""}\u0000${command(m)}`;
   const rows = new Map<string, { m: Labels; v: Record<string, number> }>();
@@ -131,7 +126,7 @@ async function loadProcesses(sel: string, t: number, signal: AbortSignal): Promi
   const counters = [...cols].filter((c) => c.endsWith("_total"));
   // rate() drops the metric name, so each counter is its own query.
   await Promise.all(counters.map(async (c) => {
-    const rd = await instantQuery(`rate(vigil_process_${c}{${sel}}[1m])`, t, signal);
+    const rd = await instantQuery(`rate(vigil_process_${c}{${sel}}[1m])`, t, { signal });
     if (rd.resultType !== "vector") return;
     const rc = c.replace(/_total$/, "") + " /s";
     cols.add(rc);

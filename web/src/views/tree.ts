@@ -1,39 +1,40 @@
-import { h, type ViewHandle } from "../dom";
+import { isAbort, treeStatus, type TreeJSON } from "../api";
+import { h, type ViewContext } from "../dom";
 
 // The tree JSON comes from Source.Tree and its shape belongs to the
 // aggregator. We render any nesting: objects with a "children" array become
 // nested lists; name/up/lag/drops get pride of place, other scalar fields
 // are listed as key=value.
-type J = null | boolean | number | string | J[] | { [k: string]: J };
+type J = TreeJSON;
 
 const nameKeys = ["name", "id", "addr", "address"];
 const skip = new Set(["children", ...nameKeys, "up", "clock_skew", "nodes_clock_skew"]);
 
-export function treeView(): ViewHandle {
+const refresh = 5000;
+
+// treeView shows the tree, reloaded every 5 s; a tick is skipped while the
+// previous reload still waits, so a slow server gets no pile of requests.
+export function treeView(root: HTMLElement, { signal }: ViewContext): () => void {
   const body = h("div.tree", null, "loading…");
-  const el = h("section.view.tree-view", null, h("div.toolbar", null, h("h2", null, "Aggregator tree")), body);
-  const abort = new AbortController();
-  const load = () =>
-    fetch("api/web/tree", { signal: abort.signal })
-      .then((r) => r.json())
-      .then((o: { tree?: J; error?: string }) => {
-        if (o.error) throw new Error(o.error);
+  root.append(h("section.view.tree-view", null, h("div.toolbar", null, h("h2", null, "Aggregator tree")), body));
+  let busy = false;
+  const load = () => {
+    if (busy) return;
+    busy = true;
+    treeStatus({ signal })
+      .then((tree) => {
         body.replaceChildren(
-          ...(o.tree === null || o.tree === undefined
+          ...(tree === null
             ? [h("p.muted", null, "No tree data: this server has no aggregators.")]
-            : [clockSkew(o.tree), render(o.tree)].filter((x): x is HTMLElement => x !== null)),
+            : [clockSkew(tree), render(tree)].filter((x): x is HTMLElement => x !== null)),
         );
       })
-      .catch((e: Error) => e.name !== "AbortError" && body.replaceChildren(h("p.error", null, "tree: " + e.message)));
-  load();
-  const timer = setInterval(load, 5000);
-  return {
-    el,
-    destroy() {
-      clearInterval(timer);
-      abort.abort();
-    },
+      .catch((e: Error) => !isAbort(e) && body.replaceChildren(h("p.error", null, e.message)))
+      .finally(() => (busy = false));
   };
+  load();
+  const timer = setInterval(load, refresh);
+  return () => clearInterval(timer);
 }
 
 // clockSkew lists the nodes the server flags because their clocks are off

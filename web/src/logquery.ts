@@ -1,107 +1,8 @@
-// Client of the log service's HTTP API (internal/logs/logsvc, mounted at
-// api/v1/logs/) and the pure helpers of the Logs view.
+// The pure helpers of the Logs view: query editing, request parameters,
+// sparklines and the bounded list of records shown. The client of the log
+// service is in api.ts.
+import type { HostCount, LogRecord, LogSeries } from "./api";
 import { resolveTime } from "./route";
-
-export interface LogRecord {
-  seq: number;
-  time: string;
-  received: string;
-  host: string;
-  app?: string;
-  procid?: string;
-  msgid?: string;
-  severity: string;
-  facility: number;
-  pattern: number;
-  text: string;
-  malformed?: boolean;
-  truncated?: boolean;
-}
-
-export interface SearchResponse {
-  records: LogRecord[];
-  next_cursor?: string;
-}
-
-// Series is a window of per-bucket counts: counts[i] covers bucket
-// end-(n-1-i), a bucket being width_s seconds since the Unix epoch.
-export interface Series {
-  width_s: number;
-  end: number;
-  counts: number[];
-}
-
-export interface HostCount {
-  host: string;
-  count: number;
-}
-
-export interface Pattern {
-  id: number;
-  template: string;
-  count: number;
-  first_seen: string;
-  last_seen: string;
-  examples: string[] | null;
-  hosts: HostCount[] | null;
-  hosts_overflow?: number;
-  per_minute: Series;
-  per_hour: Series;
-}
-
-export interface PatternsResponse {
-  total: number;
-  patterns: Pattern[];
-}
-
-export interface PatternEvent {
-  time: string;
-  pattern: number;
-  template: string;
-  host: string;
-  app: string;
-  example: string;
-  seq: number;
-}
-
-// LogsError carries the API's message; unavailable is set when the server
-// runs without log intake (404 with errorType "unavailable").
-// reason is the server's message without the endpoint.
-export class LogsError extends Error {
-  constructor(endpoint: string, readonly reason: string, readonly unavailable = false) {
-    super(`${endpoint}: ${reason}`);
-  }
-}
-
-export const logsBase = "api/v1/logs/";
-
-// apiError turns a failed response into a LogsError. The log service
-// answers {"error": ".."}; the server's stand-in when intake is off answers
-// Prometheus-style {"status":"error","errorType":"unavailable","error":".."}.
-export function apiError(endpoint: string, status: number, body: unknown): LogsError {
-  const o = body !== null && typeof body === "object" ? (body as Record<string, unknown>) : {};
-  const msg = typeof o.error === "string" && o.error !== "" ? o.error : `HTTP ${status}`;
-  return new LogsError(endpoint, msg, o.errorType === "unavailable");
-}
-
-export async function getLogs<T>(endpoint: string, params: URLSearchParams, signal?: AbortSignal): Promise<T> {
-  const qs = params.toString();
-  let resp: Response;
-  try {
-    resp = await fetch(logsBase + endpoint + (qs ? "?" + qs : ""), { signal });
-  } catch (e) {
-    if ((e as Error).name === "AbortError") throw e;
-    throw new LogsError(endpoint, "server unreachable");
-  }
-  let body: unknown = null;
-  try {
-    body = await resp.json();
-  } catch {
-    if (resp.ok) throw new LogsError(endpoint, `HTTP ${resp.status}, not JSON`);
-  }
-  if (!resp.ok) throw apiError(endpoint, resp.status, body);
-  return body as T;
-}
 
 // searchParams maps the view's URL state (q, from, to) onto the search
 // API. A "to" of now is left open, so the newest messages are included.
@@ -117,16 +18,6 @@ export function searchParams(view: URLSearchParams, now: number, limit: number, 
   if (toRaw !== "now") p.set("to", new Date(end).toISOString());
   p.set("limit", String(limit));
   if (cursor) p.set("cursor", cursor);
-  return p;
-}
-
-// tailParams asks for messages matching q stored after seq (the newest one
-// shown); without seq the server starts at its newest message.
-export function tailParams(view: URLSearchParams, after: number | null): URLSearchParams {
-  const p = new URLSearchParams();
-  const q = (view.get("q") ?? "").trim();
-  if (q) p.set("q", q);
-  if (after !== null) p.set("after", String(after));
   return p;
 }
 
@@ -170,7 +61,7 @@ export function templateParts(t: string): { text: string; wild: boolean }[] {
 }
 
 // bucketStart is the start (ms) of counts[i] of s.
-export function bucketStart(s: Series, i: number): number {
+export function bucketStart(s: LogSeries, i: number): number {
   return (s.end - (s.counts.length - 1 - i)) * s.width_s * 1000;
 }
 

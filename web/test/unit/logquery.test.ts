@@ -1,9 +1,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import type { LogRecord } from "../../src/api";
 import {
-  apiError, bucketStart, filterValue, RecordList, searchParams, severityClass, sparkPath, tailParams, templateParts,
-  topHosts, withFilter, type LogRecord,
-} from "../../src/logs";
+  bucketStart, filterValue, RecordList, searchParams, severityClass, sparkPath, templateParts, topHosts, withFilter,
+} from "../../src/logquery";
 import { formatHash, parseHash } from "../../src/route";
 
 test("logs route round trips", () => {
@@ -50,20 +50,6 @@ test("search parameters: relative range open at now, absolute range closed", () 
   assert.equal(p.get("cursor"), "1234");
   // Default: the last hour.
   assert.equal(searchParams(new URLSearchParams(), now, 1).get("from"), "2026-11-22T11:00:00.000Z");
-  assert.equal(tailParams(new URLSearchParams("q=host:cn1"), 77).toString(), "q=host%3Acn1&after=77");
-  assert.equal(tailParams(new URLSearchParams(), null).toString(), "");
-});
-
-test("API errors: log service shape and the unavailable stand-in", () => {
-  const off = apiError("search", 404, { status: "error", errorType: "unavailable", error: "log intake is off" });
-  assert.equal(off.unavailable, true);
-  assert.equal(off.reason, "log intake is off");
-  assert.equal(off.message, "search: log intake is off");
-  const bad = apiError("search", 400, { error: 'q: unknown filter "foo"' });
-  assert.equal(bad.unavailable, false);
-  assert.equal(bad.message, 'search: q: unknown filter "foo"');
-  assert.equal(apiError("patterns", 502, null).message, "patterns: HTTP 502");
-  assert.equal(apiError("patterns", 500, "oops").message, "patterns: HTTP 500");
 });
 
 test("template wildcards are split out", () => {
