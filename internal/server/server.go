@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/prometheus/prometheus/storage"
@@ -49,6 +50,7 @@ type Server struct {
 	web    *web.Handler
 	logs   *logsvc.Service // nil unless syslog intake is configured
 	mux    *http.ServeMux
+	reg    *prometheus.Registry
 	closed bool
 }
 
@@ -68,6 +70,9 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: log, store: st, mux: http.NewServeMux()}
+	s.reg = prometheus.NewRegistry()
+	st.LimitSeries(store.SeriesLimits{PerNode: cfg.MaxSeriesPerNode, PerRemoteSender: cfg.MaxSeriesPerRemoteSender,
+		MaxHeadSeries: cfg.MaxHeadSeries, Registerer: s.reg})
 	// Rollups (issue 4): queries reaching past the raw data read minute means.
 	var queryable storage.Queryable = st
 	if !cfg.DisableRollups {
@@ -79,11 +84,15 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		queryable = s.rollup.Queryable()
 	}
 	s.api = query.New(queryable, query.Options{
-		Timeout:       cfg.QueryTimeout.D(),
-		MaxSamples:    cfg.QueryMaxSamples,
-		MaxConcurrent: cfg.QueryMaxConcurrent,
-		Metadata:      s.metadata,
-		Logger:        log.With("component", "query"),
+		Timeout:        cfg.QueryTimeout.D(),
+		MaxSamples:     cfg.QueryMaxSamples,
+		MaxConcurrent:  cfg.QueryMaxConcurrent,
+		MaxQueued:      cfg.QueryMaxQueued,
+		MaxQueryLength: cfg.QueryMaxLength,
+		MaxResults:     cfg.QueryMaxResults,
+		Registerer:     s.reg,
+		Metadata:       s.metadata,
+		Logger:         log.With("component", "query"),
 	})
 	s.rw = NewRemoteWrite(st, log.With("component", "remote_write"))
 	// Remote write out (issue 4): status at /api/v1/status/remote_write.

@@ -92,6 +92,7 @@ type Store struct {
 	log    *slog.Logger
 	opts   Options
 	scaled bool // integer storage of decimalScales metrics (scale.go)
+	limits *seriesLimiter // nil: no series limits (limits.go)
 
 	mu     sync.Mutex // guards nodes, cached, meta
 	nodes  map[string]*nodeCache
@@ -259,6 +260,9 @@ func (s *Store) AppendTick(node string, t time.Time, descs []*metric.Desc, value
 				sr = sr.twin
 				s.unscaled.Add(1)
 			}
+		}
+		if sr.ref == 0 && s.AdmitSeries(app, PathWire, node, sr.lset) != nil {
+			continue // a new series over the limit: counted and logged there
 		}
 		ref, err := app.Append(sr.ref, sr.lset, ts, v)
 		switch {
