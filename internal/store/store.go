@@ -91,7 +91,8 @@ type Store struct {
 	db     *tsdb.DB
 	log    *slog.Logger
 	opts   Options
-	scaled bool           // integer storage of decimalScales metrics (scale.go)
+	scaled bool // integer storage of decimalScales metrics (scale.go)
+
 	limits *seriesLimiter // nil: no series limits (limits.go)
 
 	mu     sync.Mutex // guards nodes, cached, meta
