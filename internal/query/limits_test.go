@@ -209,7 +209,16 @@ func TestSeriesStopsWhenClientLeaves(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	rec := httptest.NewRecorder()
-	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/api/v1/series?match[]=x", nil).WithContext(ctx))
+	done := make(chan struct{})
+	go func() {
+		mux.ServeHTTP(rec, httptest.NewRequest("GET", "/api/v1/series?match[]=x", nil).WithContext(ctx))
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("series still iterating 5s after the request ended")
+	}
 	if rec.Code != http.StatusServiceUnavailable && rec.Code != statusClientClosed {
 		t.Errorf("status %d, want the request's end", rec.Code)
 	}

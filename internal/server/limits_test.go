@@ -40,3 +40,16 @@ vigil_series_refused_total{path="remote_write",reason="sender"} 2
 		t.Error(err)
 	}
 }
+
+func TestLimitsConfig(t *testing.T) {
+	cfg, err := LoadConfig("testdata/limits.good.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := DefaultConfig()
+	want.QueryMaxConcurrent, want.QueryMaxQueued, want.QueryMaxLength, want.QueryMaxResults = 2, 8, 4096, 5000
+	want.MaxSeriesPerNode, want.MaxSeriesPerRemoteSender, want.MaxHeadSeries = 10000, -1, 2_000_000
+	if cfg != want {
+		t.Errorf("config = %+v, want %+v", cfg, want)
+	}
+}
