@@ -466,7 +466,34 @@ func (a *API) run(w http.ResponseWriter, qs string, exec func() (*promql.Result,
 		return
 	}
 	warnings, infos := res.Warnings.AsStrings(qs, 10, 10)
-	a.writeData(w, func(b []byte) []byte { return appendResult(b, res.Value) }, warnings, infos)
+	a.writeResult(w, res.Value, warnings, infos)
+}
+
+// writeResult is writeData for a query result, written out as it is
+// encoded (appendResult).
+func (a *API) writeResult(w http.ResponseWriter, v parser.Value, warnings, infos []string) {
+	failed := false
+	flush := func(b []byte) []byte {
+		if !failed {
+			if _, err := w.Write(b); err != nil {
+				failed = true
+				a.log.Debug("write response", "err", err)
+			}
+		}
+		return b[:0]
+	}
+	w.Header().Set("Content-Type", "application/json")
+	b := append(make([]byte, 0, 4096), `{"status":"success","data":`...)
+	b = appendResult(b, v, flush)
+	if len(warnings) > 0 {
+		b = append(b, `,"warnings":`...)
+		b = appendStrings(b, warnings)
+	}
+	if len(infos) > 0 {
+		b = append(b, `,"infos":`...)
+		b = appendStrings(b, infos)
+	}
+	flush(append(b, '}'))
 }
 
 // selectors parses the match[] parameters.

@@ -332,3 +332,33 @@ func TestRangeMaxSamplesAllPaths(t *testing.T) {
 		done()
 	}
 }
+
+// countingWriter counts the writes of a response.
+type countingWriter struct {
+	*httptest.ResponseRecorder
+	writes int
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) { c.writes++; return c.ResponseRecorder.Write(b) }
+
+// A large result is written out as it is encoded, not held whole as JSON
+// beside the values, and reads the same.
+func TestLargeResultStreamed(t *testing.T) {
+	m := make(promql.Matrix, 20)
+	for i := range m {
+		m[i].Metric = labels.FromStrings("__name__", "x", "i", string(rune('a'+i)))
+		for j := range 5000 {
+			m[i].Floats = append(m[i].Floats, promql.FPoint{T: int64(j) * 1000, F: float64(i*j) / 7})
+		}
+	}
+	a := New(endlessQueryable{}, Options{})
+	w := &countingWriter{ResponseRecorder: httptest.NewRecorder()}
+	a.writeResult(w, m, []string{"w"}, nil)
+	want := string(appendResult(append([]byte(`{"status":"success","data":`), nil...), m, nil)) + `,"warnings":["w"]}`
+	if got := w.Body.String(); got != want {
+		t.Errorf("streamed body differs from the whole encoding (%d vs %d bytes)", len(got), len(want))
+	}
+	if w.writes < w.Body.Len()/flushSize {
+		t.Errorf("%d writes for %d bytes, want one per %d", w.writes, w.Body.Len(), flushSize)
+	}
+}
