@@ -84,15 +84,14 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		queryable = s.rollup.Queryable()
 	}
 	s.api = query.New(queryable, query.Options{
-		Timeout:        cfg.QueryTimeout.D(),
-		MaxSamples:     cfg.QueryMaxSamples,
-		MaxConcurrent:  cfg.QueryMaxConcurrent,
-		MaxQueued:      cfg.QueryMaxQueued,
-		MaxQueryLength: cfg.QueryMaxLength,
-		MaxResults:     cfg.QueryMaxResults,
-		Registerer:     s.reg,
-		Metadata:       s.metadata,
-		Logger:         log.With("component", "query"),
+		Timeout:       cfg.QueryTimeout.D(),
+		MaxSamples:    cfg.QueryMaxSamples,
+		MaxConcurrent: cfg.QueryMaxConcurrent,
+		Metadata:      s.metadata,
+		Logger:        log.With("component", "query"),
+
+		MaxQueued: cfg.QueryMaxQueued, MaxQueryLength: cfg.QueryMaxLength, MaxResults: cfg.QueryMaxResults,
+		Registerer: s.reg,
 	})
 	s.rw = NewRemoteWrite(st, log.With("component", "remote_write"))
 	// Remote write out (issue 4): status at /api/v1/status/remote_write.
