@@ -165,6 +165,8 @@ func run(o options) error {
 	}
 
 	var rss rssPeak
+	rss.sample(cmd.Process.Pid)
+	before, beforeAnon := rss.peak.Load(), rss.anon.Load()
 	go rss.watch(ctx, cmd.Process.Pid)
 	stormCtx, stop := context.WithTimeout(ctx, o.duration)
 	defer stop()
@@ -266,7 +268,8 @@ func run(o options) error {
 	fmt.Printf("nodes falsely marked down: %d\n", downs-downs0)
 	// File-backed pages (the TSDB's mmapped chunks a query read) count in
 	// RSS but are the kernel's to drop; RssAnon is the heap.
-	fmt.Printf("server peak RSS: %d MiB, of it anonymous (heap) %d MiB; VmHWM %d MiB\n", rss.peak.Load()>>10, rss.anon.Load()>>10, rss.hwm.Load()>>10)
+	fmt.Printf("server RSS before the storm %d MiB (anonymous %d MiB); peak during it %d MiB (anonymous %d MiB); VmHWM %d MiB\n",
+		before>>10, beforeAnon>>10, rss.peak.Load()>>10, rss.anon.Load()>>10, rss.hwm.Load()>>10)
 	return nil
 }
 
@@ -418,34 +421,39 @@ type rssPeak struct{ peak, anon, hwm atomic.Int64 } // KiB
 func (r *rssPeak) watch(ctx context.Context, pid int) {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
-	for {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-		if err != nil {
-			return
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			f := strings.Fields(line)
-			if len(f) < 2 {
-				continue
-			}
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			switch f[0] {
-			case "VmRSS:":
-				if kb > r.peak.Load() {
-					r.peak.Store(kb)
-				}
-			case "RssAnon:":
-				if kb > r.anon.Load() {
-					r.anon.Store(kb)
-				}
-			case "VmHWM:":
-				r.hwm.Store(kb)
-			}
-		}
+	for r.sample(pid) {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 	}
+}
+
+// sample reads the process's memory once; false when it is gone.
+func (r *rssPeak) sample(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "VmRSS:":
+			if kb > r.peak.Load() {
+				r.peak.Store(kb)
+			}
+		case "RssAnon:":
+			if kb > r.anon.Load() {
+				r.anon.Store(kb)
+			}
+		case "VmHWM:":
+			r.hwm.Store(kb)
+		}
+	}
+	return true
 }
