@@ -18,6 +18,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
@@ -29,10 +30,9 @@ import (
 
 // Defaults for Options fields left zero.
 const (
-	DefaultTimeout       = 2 * time.Minute
-	DefaultMaxSamples    = 50_000_000
-	DefaultMaxConcurrent = 20
-	DefaultLookback      = 5 * time.Minute
+	DefaultTimeout    = 2 * time.Minute
+	DefaultMaxSamples = 50_000_000
+	DefaultLookback   = 5 * time.Minute
 	// maxPoints is Prometheus' limit on steps of a range query.
 	maxPoints = 11000
 )
@@ -43,8 +43,34 @@ type Options struct {
 	Timeout time.Duration
 	// MaxSamples bounds the samples one query may hold in memory.
 	MaxSamples int
-	// MaxConcurrent bounds queries evaluated at once; others wait.
+	// MaxConcurrent bounds heavy queries evaluated at once (0: GOMAXPROCS,
+	// as a range query already spreads over the cores; more at once only
+	// multiplies memory and takes CPU from ingest). MaxQueued more wait
+	// for a slot (0: 4*MaxConcurrent); beyond that a query is refused at
+	// once with 503 and Retry-After. Metadata requests (series, labels,
+	// label values) run in this lane too.
 	MaxConcurrent int
+	MaxQueued     int
+	// Queries that read at most FastSpan of data (range plus longest
+	// selector window; 0: DefaultFastSpan) run in a lane of their own,
+	// FastConcurrent at once (0: GOMAXPROCS, at least 2) with as many
+	// waiting, under FastMaxSamples (0: DefaultFastMaxSamples); one that
+	// needs more runs again in the heavy lane. So `up == 0` answers while
+	// the heavy lane is full.
+	FastSpan       time.Duration
+	FastConcurrent int
+	FastMaxSamples int
+	// MaxQueryLength (0: DefaultMaxQueryLength) and MaxQueryDepth, the
+	// bracket nesting (0: DefaultMaxQueryDepth), bound an expression
+	// before it is parsed.
+	MaxQueryLength int
+	MaxQueryDepth  int
+	// MaxResults bounds the answers of series, labels and label values
+	// (0: DefaultMaxResults); a request's smaller limit applies first.
+	// Truncated answers carry a warning, as in Prometheus.
+	MaxResults int
+	// Registerer gets the query metrics; nil registers none.
+	Registerer prometheus.Registerer
 	// LookbackDelta is how far back an instant selector looks.
 	LookbackDelta time.Duration
 	// Metadata supplies /api/v1/metadata; nil serves an empty result.
@@ -68,7 +94,10 @@ type API struct {
 	// at most GOMAXPROCS+1 of them (split.go, shard.go).
 	partMu      sync.Mutex
 	partEngines map[int]*promql.Engine
-	sem         chan struct{}
+	fastNg      *promql.Engine
+	heavy       *lane
+	fastLane    *lane
+	metrics     *metrics
 	opts        Options
 	log         *slog.Logger
 }
@@ -82,7 +111,28 @@ func New(q storage.Queryable, opts Options) *API {
 		opts.MaxSamples = DefaultMaxSamples
 	}
 	if opts.MaxConcurrent <= 0 {
-		opts.MaxConcurrent = DefaultMaxConcurrent
+		opts.MaxConcurrent = runtime.GOMAXPROCS(0)
+	}
+	if opts.MaxQueued <= 0 {
+		opts.MaxQueued = 4 * opts.MaxConcurrent
+	}
+	if opts.FastSpan <= 0 {
+		opts.FastSpan = DefaultFastSpan
+	}
+	if opts.FastConcurrent <= 0 {
+		opts.FastConcurrent = max(2, runtime.GOMAXPROCS(0))
+	}
+	if opts.FastMaxSamples <= 0 {
+		opts.FastMaxSamples = DefaultFastMaxSamples
+	}
+	if opts.MaxQueryLength <= 0 {
+		opts.MaxQueryLength = DefaultMaxQueryLength
+	}
+	if opts.MaxQueryDepth <= 0 {
+		opts.MaxQueryDepth = DefaultMaxQueryDepth
+	}
+	if opts.MaxResults <= 0 {
+		opts.MaxResults = DefaultMaxResults
 	}
 	if opts.LookbackDelta <= 0 {
 		opts.LookbackDelta = DefaultLookback
@@ -101,8 +151,14 @@ func New(q storage.Queryable, opts Options) *API {
 		// evaluation interval.
 		NoStepSubqueryIntervalFn: func(int64) int64 { return time.Minute.Milliseconds() },
 	}
+	fo := eo
+	fo.MaxSamples = min(opts.FastMaxSamples, opts.MaxSamples)
+	m := newMetrics(opts.Registerer)
 	return &API{q: q, ng: promql.NewEngine(eo), engineOpts: eo, partEngines: map[int]*promql.Engine{},
-		sem: make(chan struct{}, opts.MaxConcurrent), opts: opts, log: opts.Logger}
+		fastNg:   promql.NewEngine(fo),
+		heavy:    newLane("heavy", opts.MaxConcurrent, opts.MaxQueued, m),
+		fastLane: newLane("fast", opts.FastConcurrent, opts.FastConcurrent, m),
+		metrics:  m, opts: opts, log: opts.Logger}
 }
 
 // partEngine returns the engine for the parts of a query split n ways
@@ -170,12 +226,14 @@ func errorStatus(typ string) int {
 type apiError struct {
 	typ string
 	err error
+	// retryAfter, if set, is sent as Retry-After (a refused query).
+	retryAfter time.Duration
 }
 
 func (e *apiError) Error() string { return e.err.Error() }
 
 func badData(format string, args ...any) *apiError {
-	return &apiError{errBadData, fmt.Errorf(format, args...)}
+	return &apiError{typ: errBadData, err: fmt.Errorf(format, args...)}
 }
 
 func (a *API) writeError(w http.ResponseWriter, e *apiError) {
@@ -185,6 +243,9 @@ func (a *API) writeError(w http.ResponseWriter, e *apiError) {
 	b = appendString(b, e.err.Error())
 	b = append(b, '}')
 	w.Header().Set("Content-Type", "application/json")
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(e.retryAfter/time.Second)))
+	}
 	w.WriteHeader(errorStatus(e.typ))
 	if _, err := w.Write(b); err != nil {
 		a.log.Debug("write error response", "err", err)
@@ -234,34 +295,23 @@ func (a *API) queryContext(r *http.Request, get func(string) string) (context.Co
 	return ctx, cancel, nil
 }
 
-// acquire waits for a query slot.
-func (a *API) acquire(ctx context.Context) *apiError {
-	select {
-	case a.sem <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return &apiError{errTimeout, errors.New("query timed out waiting for a free query slot")}
-		}
-		return &apiError{errCanceled, ctx.Err()}
-	}
-}
-
-func (a *API) release() { <-a.sem }
-
 // Instant evaluates qs at ts. The caller must call the returned close
 // function when done with the value.
 func (a *API) Instant(ctx context.Context, qs string, ts time.Time) (*promql.Result, func(), error) {
-	if e := a.acquire(ctx); e != nil {
+	expr, e := a.parse(qs)
+	if e != nil {
 		return nil, nil, e
 	}
-	q, err := a.ng.NewInstantQuery(ctx, a.q, nil, qs, ts)
-	if err != nil {
-		a.release()
-		return nil, nil, badData("invalid parameter \"query\": %w", err)
-	}
-	res := q.Exec(ctx)
-	return res, func() { q.Close(); a.release() }, nil
+	return a.runLanes(ctx, a.fast(expr, 0), func(ng *promql.Engine) (*promql.Result, func(), error) {
+		if ng == nil {
+			ng = a.ng
+		}
+		q, err := ng.NewInstantQuery(ctx, a.q, nil, qs, ts)
+		if err != nil {
+			return nil, nil, badData("invalid parameter \"query\": %w", err)
+		}
+		return q.Exec(ctx), q.Close, nil
+	})
 }
 
 // Range evaluates qs from start to end every step. The PromQL engine
@@ -270,30 +320,29 @@ func (a *API) Instant(ctx context.Context, qs string, ts time.Time) (*promql.Res
 // (shardRange), else by runs of steps (splitRange). The caller must call
 // the returned close function when done with the value.
 func (a *API) Range(ctx context.Context, qs string, start, end time.Time, step time.Duration) (*promql.Result, func(), error) {
-	if e := a.acquire(ctx); e != nil {
+	expr, e := a.parse(qs)
+	if e != nil {
 		return nil, nil, e
 	}
-	var (
-		res  *promql.Result
-		done func()
-		err  error
-	)
-	cores, steps := runtime.GOMAXPROCS(0), rangeSteps(start, end, step)
-	switch {
-	case cores < 2 || steps < 2*minStepsPerPart:
-		res, done, err = a.wholeRange(ctx, qs, start, end, step)
-	case seriesShardable(qs):
-		res, done, err = a.shardRange(ctx, qs, start, end, step, shardsPerCore*cores)
-	case splittable(qs):
-		res, done, err = a.splitRange(ctx, qs, start, end, step, min(cores, steps/minStepsPerPart))
-	default:
-		res, done, err = a.wholeRange(ctx, qs, start, end, step)
-	}
-	if err != nil {
-		a.release()
-		return nil, nil, err
-	}
-	return res, func() { done(); a.release() }, nil
+	return a.runLanes(ctx, a.fast(expr, end.Sub(start)), func(ng *promql.Engine) (*promql.Result, func(), error) {
+		if ng != nil {
+			q, err := ng.NewRangeQuery(ctx, a.q, nil, qs, start, end, step)
+			if err != nil {
+				return nil, nil, badData("invalid parameter \"query\": %w", err)
+			}
+			return q.Exec(ctx), q.Close, nil
+		}
+		cores, steps := runtime.GOMAXPROCS(0), rangeSteps(start, end, step)
+		switch {
+		case cores < 2 || steps < 2*minStepsPerPart:
+			return a.wholeRange(ctx, qs, start, end, step)
+		case seriesShardable(qs):
+			return a.shardRange(ctx, qs, start, end, step, shardsPerCore*cores)
+		case splittable(qs):
+			return a.splitRange(ctx, qs, start, end, step, min(cores, steps/minStepsPerPart))
+		}
+		return a.wholeRange(ctx, qs, start, end, step)
+	})
 }
 
 // wholeRange evaluates qs as one engine query.
@@ -317,13 +366,13 @@ func resultError(err error) *apiError {
 	case errors.As(err, &ae):
 		return ae
 	case errors.As(err, &canceled), errors.Is(err, context.Canceled):
-		return &apiError{errCanceled, err}
+		return &apiError{typ: errCanceled, err: err}
 	case errors.As(err, &timeout), errors.Is(err, context.DeadlineExceeded):
-		return &apiError{errTimeout, err}
+		return &apiError{typ: errTimeout, err: err}
 	case errors.As(err, &stor):
-		return &apiError{errInternal, err}
+		return &apiError{typ: errInternal, err: err}
 	}
-	return &apiError{errExec, err}
+	return &apiError{typ: errExec, err: err}
 }
 
 // queryForm parses the form and its required "query" parameter, writing
@@ -417,7 +466,34 @@ func (a *API) run(w http.ResponseWriter, qs string, exec func() (*promql.Result,
 		return
 	}
 	warnings, infos := res.Warnings.AsStrings(qs, 10, 10)
-	a.writeData(w, func(b []byte) []byte { return appendResult(b, res.Value) }, warnings, infos)
+	a.writeResult(w, res.Value, warnings, infos)
+}
+
+// writeResult is writeData for a query result, written out as it is
+// encoded (appendResult).
+func (a *API) writeResult(w http.ResponseWriter, v parser.Value, warnings, infos []string) {
+	failed := false
+	flush := func(b []byte) []byte {
+		if !failed {
+			if _, err := w.Write(b); err != nil {
+				failed = true
+				a.log.Debug("write response", "err", err)
+			}
+		}
+		return b[:0]
+	}
+	w.Header().Set("Content-Type", "application/json")
+	b := append(make([]byte, 0, 4096), `{"status":"success","data":`...)
+	b = appendResult(b, v, flush)
+	if len(warnings) > 0 {
+		b = append(b, `,"warnings":`...)
+		b = appendStrings(b, warnings)
+	}
+	if len(infos) > 0 {
+		b = append(b, `,"infos":`...)
+		b = appendStrings(b, infos)
+	}
+	flush(append(b, '}'))
 }
 
 // selectors parses the match[] parameters.
@@ -453,59 +529,114 @@ func rangeParams(get func(string) string) (start, end time.Time, limit int, e *a
 	return start, end, limit, nil
 }
 
-func (a *API) querier(r *http.Request) (func(string) string, storage.Querier, [][]*labels.Matcher, int, *storage.LabelHints, *apiError) {
+// maxSelectors bounds the match[] parameters of one request.
+const maxSelectors = 1000
+
+// metaRequest is a request of series, labels or label values, admitted to
+// the heavy lane, under the query timeout and with its effective limit.
+type metaRequest struct {
+	ctx   context.Context
+	q     storage.Querier
+	sel   [][]*labels.Matcher
+	limit int
+	close func()
+}
+
+func (a *API) metaRequest(r *http.Request) (*metaRequest, *apiError) {
 	get, e := form(r)
 	if e != nil {
-		return nil, nil, nil, 0, nil, e
+		return nil, e
 	}
 	start, end, limit, e := rangeParams(get)
 	if e != nil {
-		return nil, nil, nil, 0, nil, e
+		return nil, e
+	}
+	if len(r.Form["match[]"]) > maxSelectors {
+		return nil, badData("invalid parameter \"match[]\": %d selectors, more than %d", len(r.Form["match[]"]), maxSelectors)
+	}
+	for _, s := range r.Form["match[]"] {
+		if e := a.checkQuery(s); e != nil {
+			return nil, e
+		}
 	}
 	sel, e := selectors(r)
 	if e != nil {
-		return nil, nil, nil, 0, nil, e
+		return nil, e
+	}
+	if limit <= 0 || limit > a.opts.MaxResults {
+		limit = a.opts.MaxResults
+	}
+	ctx, cancel, e := a.queryContext(r, get)
+	if e != nil {
+		return nil, e
+	}
+	if e := a.heavy.acquire(ctx); e != nil {
+		cancel()
+		return nil, e
 	}
 	q, err := a.q.Querier(start.UnixMilli(), end.UnixMilli())
 	if err != nil {
-		return nil, nil, nil, 0, nil, &apiError{errInternal, err}
+		a.heavy.release()
+		cancel()
+		return nil, &apiError{typ: errInternal, err: err}
 	}
-	hints := &storage.LabelHints{}
-	if limit > 0 {
-		hints.Limit = limit + 1 // one more, to know a warning is due
+	return &metaRequest{ctx: ctx, q: q, sel: sel, limit: limit, close: func() {
+		q.Close()
+		a.heavy.release()
+		cancel()
+	}}, nil
+}
+
+// ctxError is the answer to a request whose context ended.
+func ctxError(ctx context.Context) *apiError {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return &apiError{typ: errTimeout, err: ctx.Err()}
 	}
-	return get, q, sel, limit, hints, nil
+	return &apiError{typ: errCanceled, err: ctx.Err()}
+}
+
+// storageError maps a storage failure, which may be the context's end.
+func storageError(ctx context.Context, err error) *apiError {
+	if ctx.Err() != nil {
+		return ctxError(ctx)
+	}
+	return resultError(promql.ErrStorage{Err: err})
 }
 
 func (a *API) series(w http.ResponseWriter, r *http.Request) {
-	_, q, sel, limit, _, e := a.querier(r)
+	m, e := a.metaRequest(r)
 	if e != nil {
 		a.writeError(w, e)
 		return
 	}
-	defer q.Close()
-	if len(sel) == 0 {
+	defer m.close()
+	if len(m.sel) == 0 {
 		a.writeError(w, badData("no match[] parameter provided"))
 		return
 	}
-	ctx := r.Context()
-	hints := &storage.SelectHints{Start: math.MinInt64, End: math.MaxInt64, Func: "series"}
-	sets := make([]storage.SeriesSet, 0, len(sel))
-	for _, ms := range sel {
-		sets = append(sets, q.Select(ctx, len(sel) > 1, hints, ms...))
+	// One more than the limit, to know a warning is due.
+	hints := &storage.SelectHints{Start: math.MinInt64, End: math.MaxInt64, Func: "series", Limit: m.limit + 1}
+	sets := make([]storage.SeriesSet, 0, len(m.sel))
+	for _, ms := range m.sel {
+		sets = append(sets, m.q.Select(m.ctx, len(m.sel) > 1, hints, ms...))
 	}
 	set := storage.NewMergeSeriesSet(sets, 0, storage.ChainedSeriesMerge)
 	var list []labels.Labels
 	var warnings annotations.Annotations
 	for set.Next() {
-		if limit > 0 && len(list) >= limit {
+		if len(list) >= m.limit {
 			warnings.Add(errors.New("results truncated due to limit"))
 			break
+		}
+		// The storage may not look at the context while iterating.
+		if len(list)%1024 == 0 && m.ctx.Err() != nil {
+			a.writeError(w, ctxError(m.ctx))
+			return
 		}
 		list = append(list, set.At().Labels())
 	}
 	if err := set.Err(); err != nil {
-		a.writeError(w, resultError(promql.ErrStorage{Err: err}))
+		a.writeError(w, storageError(m.ctx, err))
 		return
 	}
 	warnings.Merge(set.Warnings())
@@ -523,14 +654,15 @@ func (a *API) series(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) labelNames(w http.ResponseWriter, r *http.Request) {
-	_, q, sel, limit, hints, e := a.querier(r)
+	m, e := a.metaRequest(r)
 	if e != nil {
 		a.writeError(w, e)
 		return
 	}
-	defer q.Close()
-	a.writeStringSet(w, limit, sel, func(ms []*labels.Matcher) ([]string, annotations.Annotations, error) {
-		return q.LabelNames(r.Context(), hints, ms...)
+	defer m.close()
+	hints := &storage.LabelHints{Limit: m.limit + 1}
+	a.writeStringSet(w, m, func(ms []*labels.Matcher) ([]string, annotations.Annotations, error) {
+		return m.q.LabelNames(m.ctx, hints, ms...)
 	})
 }
 
@@ -540,33 +672,42 @@ func (a *API) labelValues(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, badData("invalid label name: %q", name))
 		return
 	}
-	_, q, sel, limit, hints, e := a.querier(r)
+	m, e := a.metaRequest(r)
 	if e != nil {
 		a.writeError(w, e)
 		return
 	}
-	defer q.Close()
-	a.writeStringSet(w, limit, sel, func(ms []*labels.Matcher) ([]string, annotations.Annotations, error) {
-		return q.LabelValues(r.Context(), name, hints, ms...)
+	defer m.close()
+	hints := &storage.LabelHints{Limit: m.limit + 1}
+	a.writeStringSet(w, m, func(ms []*labels.Matcher) ([]string, annotations.Annotations, error) {
+		return m.q.LabelValues(m.ctx, name, hints, ms...)
 	})
 }
 
 // writeStringSet unions the sorted answers of each selector (or of none).
-func (a *API) writeStringSet(w http.ResponseWriter, limit int, sel [][]*labels.Matcher, get func([]*labels.Matcher) ([]string, annotations.Annotations, error)) {
+func (a *API) writeStringSet(w http.ResponseWriter, m *metaRequest, get func([]*labels.Matcher) ([]string, annotations.Annotations, error)) {
+	sel := m.sel
 	if len(sel) == 0 {
 		sel = [][]*labels.Matcher{nil}
 	}
 	seen := map[string]struct{}{}
 	var warnings annotations.Annotations
 	for _, ms := range sel {
+		if m.ctx.Err() != nil {
+			a.writeError(w, ctxError(m.ctx))
+			return
+		}
 		vals, ws, err := get(ms)
 		if err != nil {
-			a.writeError(w, resultError(promql.ErrStorage{Err: err}))
+			a.writeError(w, storageError(m.ctx, err))
 			return
 		}
 		warnings.Merge(ws)
 		for _, v := range vals {
 			seen[v] = struct{}{}
+		}
+		if len(seen) > 2*m.limit {
+			pruneSet(seen, m.limit+1)
 		}
 	}
 	out := make([]string, 0, len(seen))
@@ -574,12 +715,25 @@ func (a *API) writeStringSet(w http.ResponseWriter, limit int, sel [][]*labels.M
 		out = append(out, v)
 	}
 	slices.Sort(out)
-	if limit > 0 && len(out) > limit {
-		out = out[:limit]
+	if len(out) > m.limit {
+		out = out[:m.limit]
 		warnings.Add(errors.New("results truncated due to limit"))
 	}
 	ws, infos := warnings.AsStrings("", 10, 10)
 	a.writeData(w, func(b []byte) []byte { return appendStrings(b, out) }, ws, infos)
+}
+
+// pruneSet keeps the n smallest strings of set, bounding the union of
+// many selectors' answers.
+func pruneSet(set map[string]struct{}, n int) {
+	all := make([]string, 0, len(set))
+	for v := range set {
+		all = append(all, v)
+	}
+	slices.Sort(all)
+	for _, v := range all[n:] {
+		delete(set, v)
+	}
 }
 
 // exemplars answers with none: Vigil stores no exemplars, but Grafana asks.

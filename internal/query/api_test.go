@@ -194,14 +194,15 @@ func TestMaxSamplesIsExecutionError(t *testing.T) {
 }
 
 func TestConcurrencyLimit(t *testing.T) {
-	a, _, mux := fixture(t, Options{MaxConcurrent: 1})
-	a.sem <- struct{}{} // a query in progress holds the only slot
-	code, body := do(t, mux, "GET", "/api/v1/query?query=up&timeout=0.05", nil)
+	a, _, mux := fixture(t, Options{MaxConcurrent: 1, MaxQueued: 1})
+	heavy := "/api/v1/query_range?query=node_load1&start=" + at(0) + "&end=" + at(3600) + "&step=60"
+	a.heavy.slots <- struct{}{} // a query in progress holds the only slot
+	code, body := do(t, mux, "GET", heavy+"&timeout=0.05", nil)
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, `"errorType":"timeout"`) {
 		t.Errorf("with no free slot: %d %s, want 503 timeout", code, body)
 	}
-	<-a.sem
-	if code, body := do(t, mux, "GET", "/api/v1/query?query=up&time="+at(1), nil); code != 200 {
+	<-a.heavy.slots
+	if code, body := do(t, mux, "GET", heavy, nil); code != 200 {
 		t.Errorf("after release: %d %s", code, body)
 	}
 }

@@ -124,10 +124,18 @@ func appendPoint(b []byte, t int64, v float64) []byte {
 	return append(b, ']')
 }
 
+// flushSize is how much of a result is encoded before it is written out,
+// so a large result is never held twice, as values and as JSON.
+const flushSize = 256 << 10
+
 // appendResult writes {"resultType":...,"result":...}. Native histograms
 // are not stored by Vigil, so samples carrying one are written with their
-// sum only.
-func appendResult(b []byte, v parser.Value) []byte {
+// sum only. flush, if not nil, is given b whenever it exceeds flushSize
+// and returns the buffer to go on with.
+func appendResult(b []byte, v parser.Value, flush func([]byte) []byte) []byte {
+	if flush == nil {
+		flush = func(b []byte) []byte { return b }
+	}
 	b = append(b, `{"resultType":`...)
 	b = appendString(b, string(v.Type()))
 	b = append(b, `,"result":`...)
@@ -155,6 +163,9 @@ func appendResult(b []byte, v parser.Value) []byte {
 			}
 			b = appendPoint(b, s.T, f)
 			b = append(b, '}')
+			if len(b) > flushSize {
+				b = flush(b)
+			}
 		}
 		b = append(b, ']')
 	case promql.Matrix:
@@ -171,6 +182,9 @@ func appendResult(b []byte, v parser.Value) []byte {
 					b = append(b, ',')
 				}
 				b = appendPoint(b, p.T, p.F)
+				if len(b) > flushSize {
+					b = flush(b)
+				}
 			}
 			for j, p := range s.Histograms {
 				if j > 0 || len(s.Floats) > 0 {

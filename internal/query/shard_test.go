@@ -173,7 +173,7 @@ func TestRangeMatchesWhole(t *testing.T) {
 			t.Errorf("%s: Range differs from the whole query:\n got %.300s\nwant %.300s", qs, got, want)
 		}
 		done()
-		if len(a.sem) != 0 {
+		if len(a.heavy.slots) != 0 || len(a.fastLane.slots) != 0 {
 			t.Fatalf("%s: query slot still taken after close", qs)
 		}
 	}

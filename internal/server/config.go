@@ -53,6 +53,19 @@ type Config struct {
 	QueryTimeout       Duration `toml:"query_timeout"`
 	QueryMaxSamples    int      `toml:"query_max_samples"`
 	QueryMaxConcurrent int      `toml:"query_max_concurrent"`
+	// Query limits (issue 11; package query): heavy queries waiting for
+	// a slot beyond QueryMaxQueued are refused with 503 and Retry-After;
+	// longer expressions than QueryMaxLength bytes with 400; series,
+	// labels and label values answer at most QueryMaxResults items.
+	QueryMaxQueued  int `toml:"query_max_queued"`
+	QueryMaxLength  int `toml:"query_max_length"`
+	QueryMaxResults int `toml:"query_max_results"`
+	// Series limits (issue 11; store/limits.go): new series per node and
+	// per remote-write sender (by IP address) within 2h, and series in
+	// the head overall; 0 means the default, negative no cap.
+	MaxSeriesPerNode         int `toml:"max_series_per_node"`
+	MaxSeriesPerRemoteSender int `toml:"max_series_per_remote_write_sender"`
+	MaxHeadSeries            int `toml:"max_head_series"`
 
 	// Syslog intake (off unless an address is set); messages are kept
 	// under Data/logs.
@@ -156,6 +169,7 @@ func (c Config) validate() error {
 		{"interval", int64(c.Interval)}, {"retention", int64(c.Retention)}, {"retention_bytes", c.RetentionBytes},
 		{"out_of_order_window", int64(c.OutOfOrderWindow)}, {"max_future", int64(c.MaxFuture)}, {"rollup_retention", int64(c.RollupRetention)}, {"query_timeout", int64(c.QueryTimeout)},
 		{"query_max_samples", int64(c.QueryMaxSamples)}, {"query_max_concurrent", int64(c.QueryMaxConcurrent)},
+		{"query_max_queued", int64(c.QueryMaxQueued)}, {"query_max_length", int64(c.QueryMaxLength)}, {"query_max_results", int64(c.QueryMaxResults)},
 	} {
 		if v.n < 0 {
 			errs = append(errs, fmt.Errorf("%s: must not be negative", v.key))
@@ -232,7 +246,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.cfg.MinFreeBytes, "min-free-bytes", 0, "stop storing, read-only, while the data directory's file system has less free (0: 128 MiB; negative: no check)")
 	fs.Var(&f.cfg.QueryTimeout, "query-timeout", "maximum time one query may take (default 2m)")
 	fs.IntVar(&f.cfg.QueryMaxSamples, "query-max-samples", 0, "maximum samples one query may load (default 50000000)")
-	fs.IntVar(&f.cfg.QueryMaxConcurrent, "query-max-concurrency", 0, "maximum queries evaluated at once (default 20)")
+	fs.IntVar(&f.cfg.QueryMaxConcurrent, "query-max-concurrency", 0, "maximum heavy queries evaluated at once (default: the number of cores)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Var(&f.remoteWrite, "remote-write", "also send what the tree streams in (--listen) to this Prometheus remote-write URL (repeatable or comma list; replaces the file's remote_write)")
 }

@@ -193,6 +193,10 @@ func (rw *RemoteWrite) append(r *http.Request, req *prompb.WriteRequest) error {
 		if len(ts.Histograms) > 0 {
 			reject(fmt.Errorf("series %s: native histograms are not supported", lset))
 		}
+		if err := rw.store.AdmitSeries(app, store.PathRemoteWrite, remoteSender(r), lset); err != nil {
+			reject(fmt.Errorf("series %s: %w", lset, err))
+			continue
+		}
 		var ref storage.SeriesRef
 		fwd := remotewrite.Labeled{Labels: lset}
 		for _, s := range ts.Samples {

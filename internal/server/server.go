@@ -87,6 +87,8 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	s.store = st
 	s.registerMetrics()
+	st.LimitSeries(store.SeriesLimits{PerNode: cfg.MaxSeriesPerNode, PerRemoteSender: cfg.MaxSeriesPerRemoteSender,
+		MaxHeadSeries: cfg.MaxHeadSeries, Registerer: s.reg})
 	// Rollups (issue 4): queries reaching past the raw data read minute means.
 	var queryable storage.Queryable = st
 	if !cfg.DisableRollups {
@@ -103,6 +105,9 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		MaxConcurrent: cfg.QueryMaxConcurrent,
 		Metadata:      s.metadata,
 		Logger:        log.With("component", "query"),
+
+		MaxQueued: cfg.QueryMaxQueued, MaxQueryLength: cfg.QueryMaxLength, MaxResults: cfg.QueryMaxResults,
+		Registerer: s.reg,
 	})
 	s.rw = NewRemoteWrite(st, log.With("component", "remote_write"))
 	s.rw.register(s.reg)

@@ -112,6 +112,8 @@ type Store struct {
 	tsdbRegMu sync.Mutex
 	tsdbReg   *trackingRegisterer // the open TSDB's collectors (registry.go)
 
+	limits *seriesLimiter // nil: no series limits (limits.go)
+
 	mu     sync.Mutex // guards nodes, cached, meta
 	nodes  map[string]*nodeCache
 	cached int
@@ -337,6 +339,9 @@ func (s *Store) AppendTick(node string, t time.Time, descs []*metric.Desc, value
 				sr = sr.twin
 				s.unscaled.Add(1)
 			}
+		}
+		if sr.ref == 0 && s.AdmitSeries(app, PathWire, node, sr.lset) != nil {
+			continue // a new series over the limit: counted and logged there
 		}
 		ref, err := app.Append(sr.ref, sr.lset, ts, v)
 		switch {

@@ -149,19 +149,19 @@ type boundedAppender struct {
 func (a boundedAppender) Append(ref storage.SeriesRef, l labels.Labels, t int64, v float64) (storage.SeriesRef, error) {
 	if err := a.s.tooFar(t); err != nil {
 		a.s.rejected.Add(1)
-		a.s.rejects.add(reasonFuture, sender(l), 1)
+		a.s.rejects.add(reasonFuture, senderOf(l), 1)
 		return 0, err
 	}
 	nr, err := a.Appender.Append(ref, l, t, v)
 	if err != nil && sampleRejected(err) {
 		a.s.rejected.Add(1)
-		a.s.rejects.add(rejectReason(err), sender(l), 1)
+		a.s.rejects.add(rejectReason(err), senderOf(l), 1)
 	}
 	return nr, err
 }
 
-// sender names who sent a series for the rejection counter.
-func sender(l labels.Labels) string {
+// senderOf names who sent a series for the rejection counter.
+func senderOf(l labels.Labels) string {
 	if n := l.Get(NodeLabel); n != "" {
 		return n
 	}
