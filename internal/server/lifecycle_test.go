@@ -105,7 +105,7 @@ func TestFailedNewLeaksNothing(t *testing.T) {
 			for range 3 {
 				try()
 			}
-			if after := openFDs(t); after != before {
+			if after := openFDs(t); after > before {
 				t.Errorf("%d open files after 3 failed starts, %d before", after, before)
 			}
 			requireBindable(t, []string{tcp, relp}, udp)
