@@ -19,6 +19,7 @@ import (
 
 	"github.com/vigil-hpc/vigil/internal/httpsec"
 	"github.com/vigil-hpc/vigil/internal/metric"
+	"github.com/vigil-hpc/vigil/internal/treestate"
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/internal/wire/wiremetrics"
 )
@@ -59,7 +60,7 @@ type Aggregator struct {
 	cfg    Config
 	log    *slog.Logger
 	client *wire.Client
-	live   *Liveness
+	live   *treestate.Liveness
 	wstats wire.ServerStats
 
 	mu      sync.Mutex // guards streams and serialises forwarding counts
@@ -113,7 +114,7 @@ func New(cfg Config) (*Aggregator, error) {
 	}
 	a := &Aggregator{
 		cfg: cfg, log: log, client: client,
-		live:    NewLiveness(3 * cfg.Interval),
+		live:    treestate.NewLiveness(3 * cfg.Interval),
 		streams: map[streamKey]*wire.ClientStream{},
 		reload:  make(chan struct{}, 1),
 	}
@@ -130,7 +131,7 @@ func New(cfg Config) (*Aggregator, error) {
 }
 
 // Liveness exposes the children's up/down state.
-func (a *Aggregator) Liveness() *Liveness { return a.live }
+func (a *Aggregator) Liveness() *treestate.Liveness { return a.live }
 
 // Reload re-reads the children file (SIGHUP).
 func (a *Aggregator) Reload() {
@@ -149,7 +150,7 @@ func (a *Aggregator) Addr() string {
 func (a *Aggregator) loadChildren() error {
 	nodes := make([]string, 0, len(a.cfg.Children))
 	for _, c := range a.cfg.Children {
-		nodes = append(nodes, hostOf(c))
+		nodes = append(nodes, treestate.HostOf(c))
 	}
 	if a.cfg.ChildrenFile != "" {
 		// The time is taken before reading, so a change during the read
@@ -157,7 +158,7 @@ func (a *Aggregator) loadChildren() error {
 		if st, err := os.Stat(a.cfg.ChildrenFile); err == nil {
 			a.fileMod = st.ModTime()
 		}
-		fromFile, err := ReadHostFile(a.cfg.ChildrenFile)
+		fromFile, err := treestate.ReadHostFile(a.cfg.ChildrenFile)
 		if err != nil {
 			return err
 		}

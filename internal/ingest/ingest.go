@@ -12,9 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/vigil-hpc/vigil/internal/aggregator"
 	"github.com/vigil-hpc/vigil/internal/metric"
 	"github.com/vigil-hpc/vigil/internal/store"
+	"github.com/vigil-hpc/vigil/internal/treestate"
 	"github.com/vigil-hpc/vigil/internal/wire"
 )
 
@@ -39,7 +39,7 @@ type Handler struct {
 	wire.NopHandler
 	store    Store
 	log      *slog.Logger
-	live     *aggregator.Liveness
+	live     *treestate.Liveness
 	interval time.Duration
 	upDesc   *metric.Desc
 	stats    Stats
@@ -81,7 +81,7 @@ func NewWithOptions(st Store, o Options) *Handler {
 	}
 	h := &Handler{
 		store: st, log: log.With("component", "ingest"), interval: interval,
-		live:   aggregator.NewLiveness(3 * interval),
+		live:   treestate.NewLiveness(3 * interval),
 		upDesc: metric.NewDesc("up", "1 if the node is sending, 0 if it is down.", metric.Gauge),
 		stop:   make(chan struct{}), maxHold: DefaultMaxHold,
 	}
@@ -94,7 +94,7 @@ func NewWithOptions(st Store, o Options) *Handler {
 func (h *Handler) Stats() *Stats { return &h.stats }
 
 // Liveness exposes the nodes' up/down state.
-func (h *Handler) Liveness() *aggregator.Liveness { return h.live }
+func (h *Handler) Liveness() *treestate.Liveness { return h.live }
 
 func (h *Handler) fail(what string, err error) {
 	h.stats.Errors.Add(1)
@@ -153,11 +153,9 @@ func (h *Handler) markDown(node string, t time.Time, store func(func() error) er
 		h.fail("store up=0 failed", err)
 	}
 	// Stale-mark the node's series from just after its last sample.
-	last := t.Add(-3 * h.interval)
-	for _, s := range h.live.Snapshot() {
-		if s.Node == node && !s.LastTick.IsZero() {
-			last = s.LastTick
-		}
+	last, ok := h.live.LastTick(node)
+	if !ok {
+		last = t.Add(-3 * h.interval)
 	}
 	if from := last.Add(time.Millisecond); t.After(from) {
 		if err := store(func() error { return h.store.Gap(node, from, t) }); err != nil && !errors.Is(err, context.Canceled) {

@@ -60,10 +60,19 @@ type Server struct {
 	mux    *http.ServeMux
 	reg    *prometheus.Registry
 	httpm  *httpsec.Metrics
-	closed bool
+	key    []byte // the stream's shared key; nil: loopback peers only
+	// streams is cancelled when serving stops: it ends the live streams
+	// (dashboard, log tail), whose handlers otherwise hold the HTTP
+	// shutdown for its whole grace period.
+	streams     context.Context
+	stopStreams context.CancelFunc
+	closed      bool
 }
 
-// New opens the store in cfg.Data and builds the handlers.
+// New opens the store in cfg.Data and builds the handlers. Everything
+// that can fail on its own (files, settings) is checked before the stores
+// open and the syslog listeners bind; on an error, what was opened is
+// closed again.
 func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -72,6 +81,27 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	s.reg = prometheus.NewRegistry()
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.httpm = httpsec.NewMetrics(s.reg)
+	s.streams, s.stopStreams = context.WithCancel(context.Background())
+	var groups map[string]string
+	if cfg.Topology != "" {
+		var err error
+		if groups, err = LoadTopology(cfg.Topology); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.KeyFile != "" {
+		k, err := wire.LoadKey(cfg.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("stream key: %w", err)
+		}
+		s.key = k
+	}
+	// Remote write out (issue 4): status at /api/v1/status/remote_write.
+	rwOut, err := remotewrite.New(cfg.remoteWrite(), log.With("component", "remote_write_out"))
+	if err != nil {
+		return nil, fmt.Errorf("remote_write: %w", err)
+	}
+	s.rwOut = rwOut
 	st, err := store.Open(store.Options{
 		Dir:              cfg.Data,
 		Retention:        cfg.Retention.D(),
@@ -94,8 +124,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if !cfg.DisableRollups {
 		s.rollup, err = store.OpenRollup(st, store.RollupOptions{Retention: cfg.RollupRetention.D(), Logger: log.With("component", "rollup")})
 		if err != nil {
-			st.Close()
-			return nil, err
+			return nil, errors.Join(err, s.Close())
 		}
 		queryable = s.rollup.Queryable()
 	}
@@ -111,11 +140,6 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	})
 	s.rw = NewRemoteWrite(st, log.With("component", "remote_write"))
 	s.rw.register(s.reg)
-	// Remote write out (issue 4): status at /api/v1/status/remote_write.
-	if s.rwOut, err = remotewrite.New(cfg.remoteWrite(), log.With("component", "remote_write_out")); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("remote_write: %w", err)
-	}
 	s.rw.forward = s.rwOut
 	s.mux.Handle("GET /api/v1/status/remote_write", s.rwOut.Handler())
 	s.api.Register(s.mux)
@@ -129,10 +153,11 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 				IdleTimeout: cfg.SyslogIdleTimeout.D(), FrameTimeout: cfg.SyslogFrameTimeout.D()},
 		}, log.With("component", "logs"))
 		if err != nil {
-			s.Close()
-			return nil, err
+			return nil, errors.Join(err, s.Close())
 		}
-		s.mux.Handle("/api/v1/logs/", s.logs.Handler())
+		logs := s.logs.Handler()
+		s.mux.Handle("/api/v1/logs/", logs)
+		s.mux.Handle("GET /api/v1/logs/tail", s.endOnStop(logs))
 	} else {
 		s.mux.HandleFunc("/api/v1/logs/", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
@@ -140,15 +165,9 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 			io.WriteString(w, `{"status":"error","errorType":"unavailable","error":"log intake is off: start vigil server with --syslog-udp or --syslog-tcp"}`+"\n")
 		})
 	}
-	var groups map[string]string
-	if cfg.Topology != "" {
-		if groups, err = LoadTopology(cfg.Topology); err != nil {
-			st.Close()
-			return nil, err
-		}
-	}
 	s.web = web.New(web.Options{Source: webSource{api: s.api, groups: groups}, Logger: log.With("component", "web"), Interval: cfg.Interval.D()})
 	s.mux.Handle("/", s.web)
+	s.mux.Handle("GET /api/web/live", s.endOnStop(s.web))
 	if cfg.EnableRemoteWriteReceiver {
 		s.mux.Handle("POST /api/v1/write", s.rw)
 	} else {
@@ -166,6 +185,18 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	})
 	s.mux.HandleFunc("GET /api/v1/status/store", s.storeStatus)
 	return s, nil
+}
+
+// endOnStop ends h's requests when serving stops. For live streams: the
+// HTTP shutdown lets requests in flight finish, and a stream finishes
+// only when its request's context ends.
+func (s *Server) endOnStop(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		defer context.AfterFunc(s.streams, cancel)()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	})
 }
 
 // Store is the server's store.
@@ -191,18 +222,9 @@ func (s *Server) metadata() map[string]query.Metadata {
 // on streamLn until ctx ends, then shuts down in reverse order: stop
 // accepting, let requests and connections finish, close the store.
 func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
-	var key []byte
-	if streamLn != nil && s.cfg.KeyFile != "" {
-		k, err := wire.LoadKey(s.cfg.KeyFile)
-		if err != nil {
-			ln.Close()
-			streamLn.Close()
-			return errors.Join(fmt.Errorf("stream key: %w", err), s.Close())
-		}
-		key = k
-	}
 	s.logHTTPSecurity(ln.Addr().String())
 	g, gctx := errgroup.WithContext(ctx)
+	defer context.AfterFunc(gctx, s.stopStreams)()
 	g.Go(func() error {
 		return httpsec.Serve(gctx, ln, s.Handler(), httpsec.Options{
 			WebConfigFile: s.cfg.WebConfig, ConnState: s.httpm.ConnState, Logger: s.log.With("component", "http"),
@@ -231,24 +253,33 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 		s.registerIngest(h)
 		g.Go(func() error { h.Run(gctx); return nil })
 		g.Go(func() error {
-			return wire.Serve(gctx, streamLn, wire.ServerOptions{Key: key, Name: "server", Log: s.log, Metrics: wiremetrics.New(s.reg)}, h)
+			return wire.Serve(gctx, streamLn, wire.ServerOptions{Key: s.key, Name: "server", Log: s.log, Metrics: wiremetrics.New(s.reg)}, h)
 		})
 	}
 	err := g.Wait()
 	return errors.Join(err, s.Close())
 }
 
-// Close closes the store; call it once, after serving stopped.
+// Close releases everything New opened, in reverse order: the log
+// service (listeners and log store, also when it never ran), the rollup
+// and the store. Serve calls it when it returns; more calls do nothing.
 func (s *Server) Close() error {
 	if s.closed {
 		return nil
 	}
 	s.closed = true
-	var rerr error
-	if s.rollup != nil {
-		rerr = s.rollup.Close()
+	s.stopStreams()
+	var errs []error
+	if s.logs != nil {
+		errs = append(errs, s.logs.Close())
 	}
-	return errors.Join(rerr, s.store.Close())
+	if s.rollup != nil {
+		errs = append(errs, s.rollup.Close())
+	}
+	if s.store != nil {
+		errs = append(errs, s.store.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // Run is `vigil server`.
@@ -285,24 +316,20 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := os.MkdirAll(cfg.Data, 0o755); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
 	}
+	s, err := New(cfg, log)
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", cfg.HTTP)
 	if err != nil {
-		return fmt.Errorf("listen on --http %s: %w", cfg.HTTP, err)
+		return errors.Join(fmt.Errorf("listen on --http %s: %w", cfg.HTTP, err), s.Close())
 	}
 	var streamLn net.Listener
 	if cfg.Listen != "" {
 		if streamLn, err = net.Listen("tcp", cfg.Listen); err != nil {
 			ln.Close()
-			return fmt.Errorf("listen on --listen %s: %w", cfg.Listen, err)
+			return errors.Join(fmt.Errorf("listen on --listen %s: %w", cfg.Listen, err), s.Close())
 		}
-	}
-	s, err := New(cfg, log)
-	if err != nil {
-		ln.Close()
-		if streamLn != nil {
-			streamLn.Close()
-		}
-		return err
 	}
 	log.Info("vigil server started", "http", ln.Addr().String(), "listen", cfg.Listen, "data", cfg.Data, "retention", cfg.Retention.String())
 	err = s.Serve(ctx, ln, streamLn)

@@ -6,7 +6,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/vigil-hpc/vigil/internal/aggregator"
+	"github.com/vigil-hpc/vigil/internal/treestate"
 )
 
 // LoadTopology reads a topology file: one group per line, "GROUP: HOSTS",
@@ -33,7 +33,7 @@ func LoadTopology(path string) (map[string]string, error) {
 			return nil, fmt.Errorf("%s:%d: want \"GROUP: host-list\", e.g. \"rack01: cn[001-032]\"", path, n)
 		}
 		for _, word := range strings.Fields(hosts) {
-			names, err := aggregator.ExpandHostList(word)
+			names, err := treestate.ExpandHostList(word)
 			if err != nil {
 				return nil, fmt.Errorf("%s:%d: %w", path, n, err)
 			}

@@ -281,6 +281,17 @@ func (s *Service) Run(ctx context.Context) error {
 	return err
 }
 
+// Close releases the listeners and the store. Run does so itself when it
+// returns; Close is for a service that never ran (the server failed to
+// start) and does nothing more after Run.
+func (s *Service) Close() error {
+	s.srv.Close()
+	if s.relp != nil {
+		s.relp.Close()
+	}
+	return s.store.Close()
+}
+
 // Submit implements syslog.Sink: it returns once the messages are in the
 // store, fsynced.
 func (s *Service) Submit(ctx context.Context, msgs []syslog.Message) error {

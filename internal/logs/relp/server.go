@@ -80,6 +80,14 @@ func (s *Server) Listen() error {
 	return nil
 }
 
+// Close closes the listener of a server that never ran; Run closes it
+// itself.
+func (s *Server) Close() {
+	if s.ln != nil {
+		s.ln.Close()
+	}
+}
+
 // Addr is the bound address.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 

@@ -1,4 +1,4 @@
-package aggregator
+package treestate
 
 import (
 	"bufio"
@@ -9,8 +9,8 @@ import (
 	"strings"
 )
 
-// hostOf returns the host part of "host:port", or s itself.
-func hostOf(s string) string {
+// HostOf returns the host part of "host:port", or s itself.
+func HostOf(s string) string {
 	if h, _, err := net.SplitHostPort(s); err == nil {
 		return h
 	}
@@ -30,7 +30,7 @@ func ReadHostFile(path string) ([]string, error) {
 	for n := 1; sc.Scan(); n++ {
 		line, _, _ := strings.Cut(sc.Text(), "#")
 		for _, word := range strings.Fields(line) {
-			hosts, err := ExpandHostList(hostOf(word))
+			hosts, err := ExpandHostList(HostOf(word))
 			if err != nil {
 				return nil, fmt.Errorf("%s:%d: %w", path, n, err)
 			}

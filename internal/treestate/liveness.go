@@ -1,4 +1,8 @@
-package aggregator
+// Package treestate is the tree's shared view of its nodes: which are up
+// (Liveness, with each node's usual delay and so its clock offset) and
+// which are expected (host lists). Aggregators and the server's ingest
+// both keep one; it imports no other Vigil package.
+package treestate
 
 import (
 	"sync"
@@ -7,8 +11,9 @@ import (
 
 // Liveness tracks which nodes are sending. A node is up from its first tick
 // and down once it has been silent for DownAfter; nodes named in the
-// expected set but never seen count as down. It is shared by the
-// aggregator and the server, which both mark nodes up and down.
+// expected set but never seen count as down. It is kept by
+// each aggregator and by the server's ingest, which both mark nodes up and
+// down.
 type Liveness struct {
 	DownAfter time.Duration
 
@@ -174,12 +179,32 @@ func (l *Liveness) Snapshot() []NodeStatus {
 	return out
 }
 
+// LastTick returns the timestamp of the newest tick of node, and false
+// when the node has never sent one. It costs one map lookup, so marking
+// each of thousands of nodes down at once stays linear.
+func (l *Liveness) LastTick(node string) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.nodes[node]
+	if n == nil || n.lastTick.IsZero() {
+		return time.Time{}, false
+	}
+	return n.lastTick, true
+}
+
 // Down lists nodes currently down, including expected ones never seen.
 func (l *Liveness) Down() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	var out []string
-	for _, s := range l.Snapshot() {
-		if !s.Up {
-			out = append(out, s.Node)
+	for name, n := range l.nodes {
+		if !n.up {
+			out = append(out, name)
+		}
+	}
+	for name := range l.expected {
+		if _, seen := l.nodes[name]; !seen {
+			out = append(out, name)
 		}
 	}
 	return out
