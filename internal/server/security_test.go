@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/prompb"
 
 	"github.com/vigil-hpc/vigil/internal/testutil"
@@ -141,7 +142,12 @@ func TestMetricsIngest(t *testing.T) {
 // TestSelfScrape: the server stores its own metrics under job="vigil" and
 // they can be queried like any node's (every interval, at least 1s).
 func TestSelfScrape(t *testing.T) {
-	_, srv, _ := startServerStream(t, false, func(c *Config) { c.Interval = Duration(20 * time.Millisecond) })
+	s, srv, _ := startServerStream(t, false, func(c *Config) { c.Interval = Duration(20 * time.Millisecond) })
+	// A metric with a label named like a target label (the per-node clock
+	// gauges have node) is stored with it as exported_node.
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vigil_test_per_node", Help: "test"}, []string{"node"})
+	g.WithLabelValues("cn01").Set(7)
+	s.reg.MustRegister(g)
 	q := url.Values{"query": {`vigil_data_dir_free_bytes{job="vigil",instance="vigil-server",node="vigil-server"}`}}.Encode()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -159,6 +165,13 @@ func TestSelfScrape(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("server's own metrics not queryable after 10s: %s", body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	q = url.Values{"query": {`vigil_test_per_node{job="vigil",node="vigil-server",exported_node="cn01"}`}}.Encode()
+	for !strings.Contains(getJSON(t, srv+"/api/v1/query?"+q), `"7"`) {
+		if time.Now().After(deadline) {
+			t.Fatal("a metric's own node label not stored as exported_node")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -118,7 +118,14 @@ func (s *Server) scrapeSelf(now time.Time) error {
 		b.Add("instance", SelfNode)
 		b.Add(store.NodeLabel, SelfNode)
 		for _, lp := range m.GetLabel() {
-			b.Add(lp.GetName(), lp.GetValue())
+			n := lp.GetName()
+			// The target labels are ours; a metric's own label of that
+			// name (vigil_node_clock_offset_seconds{node}) is kept as
+			// exported_<name>, as Prometheus does without honor_labels.
+			if n == "job" || n == "instance" || n == store.NodeLabel {
+				n = "exported_" + n
+			}
+			b.Add(n, lp.GetValue())
 		}
 		if extraName != "" {
 			b.Add(extraName, extraValue)
