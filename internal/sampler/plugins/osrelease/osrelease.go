@@ -55,7 +55,7 @@ const maxSize = 64 << 10
 // OS is the os plugin.
 type OS struct {
 	files [2]*kernfs.File // /etc/os-release, then /usr/lib/os-release
-	which int // the file that answered last
+	which int             // the file that answered last
 	tick  uint64
 	prev  []byte // content last parsed
 	vals  [len(Keys)][]byte
