@@ -7,10 +7,10 @@
 // the kernel for exactly what the sampler's plugins ask for, without parsing
 // anything: pread of each -r file into one buffer, a zero-timeout ppoll of
 // each -p file (re-read every -k ticks), statfs of each -s path and, with -u,
-// getrusage. Its CPU time per tick is the floor of any 10 Hz reader on the
+// getrusage, with -n uname(2) and with -a a read-only adjtimex(2). Its CPU time per tick is the floor of any 10 Hz reader on the
 // machine; what vigil-sampler spends above it is Go and our parsing.
 //
-//	readfloor -i NANOSECONDS [-u] [-k TICKS] [-r FILE]... [-p FILE]... [-s PATH]...
+//	readfloor -i NANOSECONDS [-u] [-n] [-a] [-k TICKS] [-r FILE]... [-p FILE]... [-s PATH]...
 //
 // It runs until killed. (The go:build line keeps the go tool away from it.)
 #define _GNU_SOURCE
@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/statfs.h>
+#include <sys/timex.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,12 +47,12 @@ static int open_or_die(const char *path) {
 
 int main(int argc, char **argv) {
 	long long iv = 0, every = 100;
-	int rusage = 0, nr = 0, np = 0, ns = 0, opt;
+	int rusage = 0, unamecall = 0, adjtimexcall = 0, nr = 0, np = 0, ns = 0, opt;
 	int rfd[MAXN];
 	struct pollfd pfd[MAXN];
 	const char *spath[MAXN];
 
-	while ((opt = getopt(argc, argv, "i:uk:r:p:s:")) != -1) {
+	while ((opt = getopt(argc, argv, "i:unak:r:p:s:")) != -1) {
 		if ((opt == 'r' && nr == MAXN) || (opt == 'p' && np == MAXN) || (opt == 's' && ns == MAXN)) {
 			fprintf(stderr, "readfloor: more than %d of -%c\n", MAXN, opt);
 			return 2;
@@ -58,6 +60,8 @@ int main(int argc, char **argv) {
 		switch (opt) {
 		case 'i': iv = atoll(optarg); break;
 		case 'u': rusage = 1; break;
+		case 'n': unamecall = 1; break;
+		case 'a': adjtimexcall = 1; break;
 		case 'k': every = atoll(optarg); break;
 		case 'r': rfd[nr++] = open_or_die(optarg); break;
 		case 'p':
@@ -66,7 +70,7 @@ int main(int argc, char **argv) {
 			break;
 		case 's': spath[ns++] = optarg; break;
 		default:
-			fprintf(stderr, "usage: readfloor -i NS [-u] [-k TICKS] [-r FILE]... [-p FILE]... [-s PATH]...\n");
+			fprintf(stderr, "usage: readfloor -i NS [-u] [-n] [-a] [-k TICKS] [-r FILE]... [-p FILE]... [-s PATH]...\n");
 			return 2;
 		}
 	}
@@ -96,6 +100,14 @@ int main(int argc, char **argv) {
 		if (rusage) {
 			struct rusage ru;
 			getrusage(RUSAGE_SELF, &ru);
+		}
+		if (unamecall) {
+			struct utsname u;
+			uname(&u);
+		}
+		if (adjtimexcall) {
+			struct timex tx = {0};
+			adjtimex(&tx);
 		}
 		/* Skip ticks that already passed, as the sampler does. */
 		next = (now_ns() / iv + 1) * iv;
