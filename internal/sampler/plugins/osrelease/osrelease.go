@@ -44,10 +44,11 @@ const (
 	numInfo     = 12 // SUPPORT_END is not a node_os_info label
 )
 
-// reopenEvery ticks the file is opened afresh: package upgrades replace
-// os-release (often a symlink) rather than rewrite it, and an old
-// descriptor would keep reading the replaced file.
-const reopenEvery = 64
+// rereadEvery ticks the file is opened and read afresh; in between the
+// last values are reported. os-release changes only with an upgrade, which
+// replaces the file (often a symlink) rather than rewriting it, and reading
+// a regular file each tick would wake the Go scheduler's sysmon thread.
+const rereadEvery = 64
 
 // maxSize bounds the file: os-release is a few hundred bytes.
 const maxSize = 64 << 10
@@ -55,7 +56,7 @@ const maxSize = 64 << 10
 // OS is the os plugin.
 type OS struct {
 	files [2]*kernfs.File // /etc/os-release, then /usr/lib/os-release
-	which int             // the file that answered last
+	err   error           // of the last read, reported until the next one
 	tick  uint64
 	prev  []byte // content last parsed
 	vals  [len(Keys)][]byte
@@ -84,22 +85,39 @@ func (o *OS) Init(env sampler.Env) error {
 	return nil
 }
 
-// Sample re-reads os-release and parses it again only when it changed.
+// Sample reports os-release, re-read every rereadEvery ticks and parsed
+// again only when it changed.
 func (o *OS) Sample(_ context.Context, _ time.Time, b *metric.Batch) error {
 	o.tick++
+	if o.tick == 1 || o.tick%rereadEvery == 0 {
+		o.err = o.read()
+	}
+	if o.err != nil {
+		return o.err
+	}
+	b.Add(o.info.Get(o.vals[:numInfo]), 1)
+	if o.versionVal > 0 {
+		v := [3][]byte{o.vals[kID], o.vals[kIDLike], o.vals[kName]}
+		b.Add(o.version.Get(v[:]), o.versionVal)
+	}
+	if o.hasSupportEnd {
+		b.Add(o.supportEnd, o.supportEndVal)
+	}
+	return nil
+}
+
+func (o *OS) read() error {
 	var data []byte
 	var err error
-	if o.tick%reopenEvery == 0 {
-		o.files[o.which].Close()
-		o.which = 0 // /etc/os-release may have appeared
-	}
-	for ; o.which < len(o.files); o.which++ {
-		if data, err = o.files[o.which].Read(); err == nil || !errors.Is(err, fs.ErrNotExist) {
+	defer o.files[0].Close() // a fresh open next time sees a replaced file
+	defer o.files[1].Close()
+	for _, f := range o.files { // /etc/os-release first, as node_exporter
+		if data, err = f.Read(); err == nil || !errors.Is(err, fs.ErrNotExist) {
 			break
 		}
 	}
 	if err != nil {
-		o.which = 0
+		o.prev = nil
 		if errors.Is(err, fs.ErrNotExist) {
 			return sampler.ErrNotAvailable
 		}
@@ -110,14 +128,6 @@ func (o *OS) Sample(_ context.Context, _ time.Time, b *metric.Batch) error {
 	}
 	if o.prev == nil || !bytes.Equal(data, o.prev) {
 		o.update(data)
-	}
-	b.Add(o.info.Get(o.vals[:numInfo]), 1)
-	if o.versionVal > 0 {
-		v := [3][]byte{o.vals[kID], o.vals[kIDLike], o.vals[kName]}
-		b.Add(o.version.Get(v[:]), o.versionVal)
-	}
-	if o.hasSupportEnd {
-		b.Add(o.supportEnd, o.supportEndVal)
 	}
 	return nil
 }

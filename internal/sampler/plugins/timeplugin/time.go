@@ -66,13 +66,16 @@ func (t *Time) Init(env sampler.Env) error {
 	sort.Slice(dirs, func(i, j int) bool { return devNum(dirs[i]) < devNum(dirs[j]) })
 	for i, dir := range dirs {
 		id := strconv.Itoa(i)
-		t.devices = append(t.devices, &device{
+		d := &device{
 			id:          id,
 			idBytes:     []byte(id),
 			available:   kernfs.NewFile(filepath.Join(dir, "available_clocksource"), 256),
 			current:     kernfs.NewFile(filepath.Join(dir, "current_clocksource"), 256),
 			currentDesc: infodesc.New("node_time_clocksource_current_info", helpCurrent, metric.Gauge, "device", "clocksource"),
-		})
+		}
+		// Attributes kept in memory by the kernel: raw reads (kernfs.File).
+		d.available.NonBlocking, d.current.NonBlocking = true, true
+		t.devices = append(t.devices, d)
 	}
 	return nil
 }
