@@ -249,7 +249,8 @@ func neCollectors(plugins string) []string {
 		"vmstat": {"vmstat"}, "netdev": {"netdev"}, "diskstats": {"diskstats"}, "filesystem": {"filesystem"},
 		"pressure": {"pressure"}, "netstat": {"netstat"}, "sockstat": {"sockstat"}, "softnet": {"softnet"},
 		"filefd": {"filefd"}, "entropy": {"entropy"}, "netclass": {"netclass"}, "uname": {"uname"},
-		"time": {"time"}, "timex": {"timex"}}
+		"time": {"time"}, "timex": {"timex"}, "conntrack": {"conntrack"}, "edac": {"edac"},
+		"thermal_zone": {"thermal_zone"}, "cpufreq": {"cpufreq"}, "hwmon": {"hwmon"}, "processes": {"processes"}}
 	var args []string
 	for _, p := range strings.Split(plugins, ",") {
 		for _, c := range names[strings.TrimSpace(p)] {
@@ -321,9 +322,15 @@ func (c *config) floorArgs(vigilAddr string) ([]string, error) {
 			args = append(args, "-n")
 		case "timex":
 			args = append(args, "-a")
-		case "netclass", "os":
-			// netclass runs every 10 s and os re-reads its file every 64
-			// ticks: left out of the floor, which is then a little low.
+		case "conntrack":
+			for _, f := range []string{"/proc/sys/net/netfilter/nf_conntrack_count", "/proc/sys/net/netfilter/nf_conntrack_max", "/proc/net/stat/nf_conntrack"} {
+				if _, err := os.Stat(root + f); err == nil {
+					args = append(args, "-r", root+f)
+				}
+			}
+		case "netclass", "os", "thermal_zone", "cpufreq", "hwmon", "processes", "edac":
+			// Every 10 s (os: its file every 64 ticks; edac: only with an
+			// EDAC driver): left out of the floor, which is then a little low.
 		default:
 			return nil, fmt.Errorf("the read floor has no model of plugin %q (run with --floor '')", p)
 		}
