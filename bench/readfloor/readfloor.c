@@ -49,6 +49,10 @@ int main(int argc, char **argv) {
 	long long iv = 0, every = 100;
 	int rusage = 0, unamecall = 0, adjtimexcall = 0, nr = 0, np = 0, ns = 0, opt;
 	int rfd[MAXN];
+	/* Per-file read size, grown like kernfs.File's buffer: /proc/sys
+	 * handlers allocate and zero as much as a read asks for, so asking
+	 * 1 MiB of a 10-byte file would cost the floor more than the sampler. */
+	size_t rsz[MAXN];
 	struct pollfd pfd[MAXN];
 	const char *spath[MAXN];
 
@@ -63,7 +67,10 @@ int main(int argc, char **argv) {
 		case 'n': unamecall = 1; break;
 		case 'a': adjtimexcall = 1; break;
 		case 'k': every = atoll(optarg); break;
-		case 'r': rfd[nr++] = open_or_die(optarg); break;
+		case 'r':
+			rsz[nr] = 4096;
+			rfd[nr++] = open_or_die(optarg);
+			break;
 		case 'p':
 			pfd[np].fd = open_or_die(optarg);
 			pfd[np++].events = POLLPRI;
@@ -85,7 +92,8 @@ int main(int argc, char **argv) {
 		while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &ts, NULL) == EINTR)
 			;
 		for (int i = 0; i < nr; i++)
-			pread(rfd[i], buf, sizeof buf, 0);
+			while (pread(rfd[i], buf, rsz[i], 0) == (ssize_t)rsz[i] && rsz[i] < sizeof buf)
+				rsz[i] *= 2;
 		if (np > 0) {
 			struct timespec zero = {0, 0};
 			ppoll(pfd, np, &zero, NULL);
