@@ -58,7 +58,7 @@ const MaxSeries = 4096
 // of each of its fields (nil: filtered out).
 type pairCache struct {
 	header []byte
-	descs  []*metric.Desc
+	descs  []*series
 }
 
 type pairFile struct {
@@ -69,19 +69,19 @@ type pairFile struct {
 
 // Netstat is the netstat plugin.
 type Netstat struct {
-	cfg     Config
-	re      *regexp.Regexp
-	files   [2]pairFile // netstat, snmp
-	snmp6   *kernfs.File
-	no6     bool // snmp6 absent (IPv6 disabled)
-	lines6  kernfs.LineCache[*metric.Desc]
-	names   [][]byte
-	vals    [][]byte
-	nseries int
-	b       *metric.Batch
-	err     error
-	tick    uint64
-	found   int // files read this tick
+	cfg    Config
+	re     *regexp.Regexp
+	files  [2]pairFile // netstat, snmp
+	snmp6  *kernfs.File
+	no6    bool // snmp6 absent (IPv6 disabled)
+	lines6 kernfs.LineCache[*series]
+	names  [][]byte
+	vals   [][]byte
+	byKey  map[string]*series
+	b      *metric.Batch
+	err    error
+	tick   uint64
+	found  int // files read this tick
 }
 
 // Init compiles the filter and resolves the files under the root.
@@ -96,6 +96,7 @@ func (n *Netstat) Init(env sampler.Env) error {
 	}
 	n.snmp6 = kernfs.NewFile(env.FS.Path("proc", "net", "snmp6"), 8192)
 	n.snmp6.NonBlocking = true
+	n.byKey = map[string]*series{}
 	n.names = make([][]byte, 0, maxFields)
 	n.vals = make([][]byte, 0, maxFields)
 	return nil
@@ -169,7 +170,7 @@ func (n *Netstat) pair(f *pairFile, pair int, hdr, proto []byte, names, vals [][
 		}
 	}
 	for i, d := range pc.descs {
-		if d == nil {
+		if d == nil || !n.once(d, names[i]) {
 			continue
 		}
 		v, err := ParseValue(vals[i])
@@ -177,7 +178,7 @@ func (n *Netstat) pair(f *pairFile, pair int, hdr, proto []byte, names, vals [][
 			n.keep(fmt.Errorf("%s %s: %w", proto, names[i], err))
 			continue
 		}
-		n.b.Add(d, v)
+		n.b.Add(d.d, v)
 	}
 }
 
@@ -189,7 +190,7 @@ func (n *Netstat) snmp6Line(i int, name, val []byte) {
 		}
 		n.lines6.Put(i, name, d)
 	}
-	if d == nil {
+	if d == nil || !n.once(d, name) {
 		return
 	}
 	v, err := ParseValue(val)
@@ -197,22 +198,44 @@ func (n *Netstat) snmp6Line(i int, name, val []byte) {
 		n.keep(fmt.Errorf("%s: %w", name, err))
 		return
 	}
-	n.b.Add(d, v)
+	n.b.Add(d.d, v)
 }
 
-// newDesc returns the descriptor of a selected field, nil for others (and
-// for names that cannot be metric names, or beyond MaxSeries).
-func (n *Netstat) newDesc(proto, field []byte) *metric.Desc {
+// series is one exported field; the same key seen twice in a tick (a
+// hostile or corrupt file) is exported once.
+type series struct {
+	d    *metric.Desc
+	seen uint64 // tick that last emitted it
+}
+
+// once reports whether s may be emitted this tick, and marks it.
+func (n *Netstat) once(s *series, name []byte) bool {
+	if s.seen == n.tick {
+		n.keep(fmt.Errorf("field %s listed twice: %w", name, ErrFormat))
+		return false
+	}
+	s.seen = n.tick
+	return true
+}
+
+// newDesc returns the series of a selected field, nil for others (and for
+// names that cannot be metric names, or beyond MaxSeries). A key met again
+// (after a header change) keeps its series.
+func (n *Netstat) newDesc(proto, field []byte) *series {
 	key := string(proto) + "_" + string(field)
+	if s, ok := n.byKey[key]; ok {
+		return s
+	}
 	if !validName(key) || !n.re.MatchString(key) {
 		return nil
 	}
-	if n.nseries >= MaxSeries {
+	if len(n.byKey) >= MaxSeries {
 		n.keep(fmt.Errorf("more than %d fields, ignoring %s", MaxSeries, key))
 		return nil
 	}
-	n.nseries++
-	return metric.NewDesc("node_netstat_"+key, "Statistic "+string(proto)+string(field)+".", metric.Untyped)
+	s := &series{d: metric.NewDesc("node_netstat_"+key, "Statistic "+string(proto)+string(field)+".", metric.Untyped)}
+	n.byKey[key] = s
+	return s
 }
 
 func validName(s string) bool {

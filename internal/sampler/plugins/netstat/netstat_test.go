@@ -126,3 +126,16 @@ func FuzzParsePairs(f *testing.F) {
 		_ = netstat.ParseSNMP6(data, func(int, []byte, []byte) {})
 	})
 }
+
+// TestDuplicateField: a protocol listed twice is exported once and reported.
+func TestDuplicateField(t *testing.T) {
+	f := testutil.NewFileFixture(t, "netstat", "proc/net/snmp", "Tcp: CurrEstab\nTcp: 5\nTcp: CurrEstab\nTcp: 6\n", all())
+	var b metric.Batch
+	err := f.P.Sample(context.Background(), time.Now(), &b)
+	if err == nil || !strings.Contains(err.Error(), "listed twice") {
+		t.Fatalf("err = %v, want the duplicate reported", err)
+	}
+	if len(b.Samples) != 1 || b.Samples[0].Value != 5 {
+		t.Fatalf("samples %+v, want the first only", b.Samples)
+	}
+}
