@@ -138,6 +138,11 @@ func (s *Sockstat) parse(f *file, data []byte, b *metric.Batch) error {
 			s.sig = append(append(s.sig, ' '), pairs[2*k]...)
 		}
 		if c.sig == nil || !bytes.Equal(c.sig, s.sig) {
+			for j := range f.lines[:i-1] { // a protocol line repeated (corrupt file)
+				if bytes.Equal(f.lines[j].sig, s.sig) {
+					return fmt.Errorf("line %d: %s listed twice: %w", n, proto, ErrFormat)
+				}
+			}
 			c.sig = append(c.sig[:0], s.sig...)
 			c.descs, c.bytes = c.descs[:0], c.bytes[:0]
 			for k := 0; k < np; k++ {

@@ -67,3 +67,15 @@ func FuzzSplit(f *testing.F) {
 		_, _, _ = sockstat.Split(data, pairs[:])
 	})
 }
+
+// TestDuplicateLine: a protocol line repeated is an error, not twice the series.
+func TestDuplicateLine(t *testing.T) {
+	f := testutil.NewFileFixture(t, "sockstat", "proc/net/sockstat", "TCP: inuse 3\nTCP: inuse 4\n", nil)
+	var b metric.Batch
+	if err := f.P.Sample(context.Background(), time.Now(), &b); err == nil || !strings.Contains(err.Error(), "listed twice") {
+		t.Fatalf("err = %v", err)
+	}
+	if len(b.Samples) != 1 || b.Samples[0].Value != 3 {
+		t.Fatalf("samples %+v, want the first line only", b.Samples)
+	}
+}

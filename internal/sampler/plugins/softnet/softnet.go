@@ -64,6 +64,8 @@ const MaxCPU = 1 << 16
 type Softnet struct {
 	file  *kernfs.File
 	descs [][NumStats]*metric.Desc // by CPU index
+	seen  []uint64                 // by CPU index: tick that last emitted it
+	tick  uint64
 }
 
 // Init resolves the file under the root.
@@ -79,10 +81,20 @@ func (s *Softnet) Sample(_ context.Context, _ time.Time, b *metric.Batch) error 
 	if err != nil {
 		return err
 	}
+	s.tick++
+	var dup error
 	err = Parse(data, func(cpu int, v [NumStats]uint64) {
 		for len(s.descs) <= cpu {
 			s.descs = append(s.descs, [NumStats]*metric.Desc{})
+			s.seen = append(s.seen, 0)
 		}
+		if s.seen[cpu] == s.tick { // a corrupt file naming a CPU twice
+			if dup == nil {
+				dup = fmt.Errorf("%s: CPU %d listed twice: %w", s.file.Path(), cpu, ErrFormat)
+			}
+			return
+		}
+		s.seen[cpu] = s.tick
 		d := &s.descs[cpu]
 		if d[0] == nil {
 			c := strconv.Itoa(cpu)
@@ -97,7 +109,7 @@ func (s *Softnet) Sample(_ context.Context, _ time.Time, b *metric.Batch) error 
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.file.Path(), err)
 	}
-	return nil
+	return dup
 }
 
 // ErrFormat is wrapped by every parse error.

@@ -1,7 +1,12 @@
 package softnet_test
 
 import (
+	"context"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/vigil-hpc/vigil/internal/metric"
 
 	"github.com/vigil-hpc/vigil/internal/sampler/plugins/softnet"
 	"github.com/vigil-hpc/vigil/internal/testutil"
@@ -53,4 +58,17 @@ func FuzzParse(f *testing.F) {
 			}
 		})
 	})
+}
+
+// TestDuplicateCPU: a CPU index listed twice is exported once and reported.
+func TestDuplicateCPU(t *testing.T) {
+	line := "00000001 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000\n"
+	f := testutil.NewFileFixture(t, "softnet", "proc/net/softnet_stat", line+line, nil)
+	var b metric.Batch
+	if err := f.P.Sample(context.Background(), time.Now(), &b); err == nil || !strings.Contains(err.Error(), "listed twice") {
+		t.Fatalf("err = %v", err)
+	}
+	if len(b.Samples) != softnet.NumStats {
+		t.Fatalf("%d samples, want %d", len(b.Samples), softnet.NumStats)
+	}
 }
