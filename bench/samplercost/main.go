@@ -250,7 +250,7 @@ func neCollectors(plugins string) []string {
 		"pressure": {"pressure"}, "netstat": {"netstat"}, "sockstat": {"sockstat"}, "softnet": {"softnet"},
 		"filefd": {"filefd"}, "entropy": {"entropy"}, "netclass": {"netclass"}, "uname": {"uname"},
 		"time": {"time"}, "timex": {"timex"}, "conntrack": {"conntrack"}, "edac": {"edac"},
-		"thermal_zone": {"thermal_zone"}, "cpufreq": {"cpufreq"}, "hwmon": {"hwmon"}, "processes": {"processes"}, "nfs": {"nfs"}}
+		"thermal_zone": {"thermal_zone"}, "cpufreq": {"cpufreq"}, "hwmon": {"hwmon"}, "processes": {"processes"}, "nfs": {"nfs"}, "mdadm": {"mdadm"}}
 	var args []string
 	for _, p := range strings.Split(plugins, ",") {
 		for _, c := range names[strings.TrimSpace(p)] {
@@ -322,9 +322,10 @@ func (c *config) floorArgs(vigilAddr string) ([]string, error) {
 			args = append(args, "-n")
 		case "timex":
 			args = append(args, "-a")
-		case "nfs":
-			if _, err := os.Stat(root + "/proc/net/rpc/nfs"); err == nil {
-				args = append(args, "-r", root+"/proc/net/rpc/nfs")
+		case "nfs", "mdadm":
+			f := map[string]string{"nfs": "/proc/net/rpc/nfs", "mdadm": "/proc/mdstat"}[p]
+			if _, err := os.Stat(root + f); err == nil {
+				args = append(args, "-r", root+f)
 			}
 		case "conntrack":
 			for _, f := range []string{"/proc/sys/net/netfilter/nf_conntrack_count", "/proc/sys/net/netfilter/nf_conntrack_max", "/proc/net/stat/nf_conntrack"} {

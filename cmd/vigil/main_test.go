@@ -58,7 +58,7 @@ func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
 }
 
 // e2ePlugins are the plugins whose whole output is fixed by the fixture tree.
-const e2ePlugins = "cpu,memory,vmstat,load,netdev,diskstats,pressure,netstat,sockstat,softnet,filefd,entropy,netclass,os,uname,conntrack,processes,edac,thermal_zone,cpufreq,hwmon,nfs"
+const e2ePlugins = "cpu,memory,vmstat,load,netdev,diskstats,pressure,netstat,sockstat,softnet,filefd,entropy,netclass,os,uname,conntrack,processes,edac,thermal_zone,cpufreq,hwmon,nfs,mdadm"
 
 // e2eSyscallPlugins read the running kernel, not the fixture tree (time,
 // adjtimex); their output is compared by series shape only.
@@ -67,7 +67,7 @@ const e2eSyscallPlugins = "time,timex"
 // neCollectors are node_exporter's collectors that e2ePlugins and
 // e2eSyscallPlugins replace.
 var neCollectors = []string{"cpu", "meminfo", "vmstat", "loadavg", "netdev", "diskstats", "stat",
-	"pressure", "netstat", "sockstat", "softnet", "filefd", "entropy", "netclass", "os", "uname", "time", "timex", "conntrack", "processes", "edac", "thermal_zone", "cpufreq", "hwmon", "nfs"}
+	"pressure", "netstat", "sockstat", "softnet", "filefd", "entropy", "netclass", "os", "uname", "time", "timex", "conntrack", "processes", "edac", "thermal_zone", "cpufreq", "hwmon", "nfs", "mdadm"}
 
 func TestE2EVersion(t *testing.T) {
 	out, _, code := run(t, "version")
