@@ -188,12 +188,16 @@ func (n *Netclass) device(name []byte) *device {
 	}
 	d := &device{name: s}
 	dir := filepath.Join(n.root, s)
+	// Attributes kept in the net device are read raw (kernfs.File); speed
+	// and duplex ask the driver, which may sleep, so they are read normally.
 	for i, a := range numeric {
 		d.num[i].f = kernfs.NewFile(filepath.Join(dir, a.file), 64)
+		d.num[i].f.NonBlocking = i != speedIdx
 		d.numDescs[i] = metric.NewDesc("node_network_"+a.name, "Network device property: "+a.name, a.typ, "device", s)
 	}
 	for i, a := range text {
 		d.txt[i].f = kernfs.NewFile(filepath.Join(dir, a), 256)
+		d.txt[i].f.NonBlocking = a != "duplex"
 	}
 	d.up = metric.NewDesc("node_network_up", "Value is 1 if operstate is 'up', 0 otherwise.", metric.Gauge, "device", s)
 	d.info = infodesc.New("node_network_info", "Non-numeric data from /sys/class/net/<iface>, value is always 1.",
