@@ -52,7 +52,13 @@ type Conntrack struct {
 	noStat             bool
 	cols               [NumStats]int // column of each stat in the header, -1 if absent
 	header             []byte
+	tick               uint64
+	absent             bool // no nf_conntrack module at the last look
 }
+
+// retryAbsentEvery ticks the module is looked for again (it loads with the
+// first firewall rule that tracks connections).
+const retryAbsentEvery = 64
 
 // Init resolves the files under the root.
 func (c *Conntrack) Init(env sampler.Env) error {
@@ -75,8 +81,12 @@ func (c *Conntrack) Init(env sampler.Env) error {
 // Sample reads the table size and limit and, where present, the summed
 // statistics. Without the nf_conntrack module the plugin is not available.
 func (c *Conntrack) Sample(_ context.Context, _ time.Time, b *metric.Batch) error {
+	c.tick++
+	if c.absent && c.tick%retryAbsentEvery != 0 {
+		return sampler.ErrNotAvailable
+	}
 	n, err := readUint(c.count)
-	if errors.Is(err, fs.ErrNotExist) {
+	if c.absent = errors.Is(err, fs.ErrNotExist); c.absent {
 		return sampler.ErrNotAvailable
 	}
 	if err != nil {

@@ -94,6 +94,9 @@ func (c *Cpufreq) Init(env sampler.Env) error {
 		}
 		c.cpus = append(c.cpus, p)
 	}
+	if len(c.cpus) == 0 {
+		return sampler.ErrNotAvailable // no cpufreq driver (most VMs): the plugin is left out
+	}
 	return nil
 }
 

@@ -1,12 +1,12 @@
 package cpufreq_test
 
 import (
-	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/vigil-hpc/vigil/internal/metric"
+	"github.com/vigil-hpc/vigil/internal/kernfs"
 	"github.com/vigil-hpc/vigil/internal/sampler"
 	"github.com/vigil-hpc/vigil/internal/sampler/plugins/cpufreq"
 	"github.com/vigil-hpc/vigil/internal/testutil"
@@ -18,11 +18,14 @@ func TestFixtures(t *testing.T) { testutil.FixtureCases(t, "cpufreq", nil) }
 
 func TestZeroAllocs(t *testing.T) { testutil.ZeroAllocs(t, "cpufreq", "testdata/basic", nil) }
 
+// TestNoCpufreq: without the hardware, Init says "not available" and the
+// sampler leaves the plugin out, so it costs nothing per tick.
 func TestNoCpufreq(t *testing.T) {
-	p, _ := testutil.NewPlugin(t, "cpufreq", t.TempDir(), nil)
-	var b metric.Batch
-	if err := p.Sample(context.Background(), time.Now(), &b); !errors.Is(err, sampler.ErrNotAvailable) {
-		t.Fatalf("err = %v, want ErrNotAvailable", err)
+	reg, _ := sampler.Lookup("cpufreq")
+	p := reg.New(reg.NewConfig())
+	err := p.Init(sampler.Env{FS: kernfs.NewFS(t.TempDir()), Logger: slog.New(slog.DiscardHandler), Stats: &sampler.Stats{}})
+	if !errors.Is(err, sampler.ErrNotAvailable) {
+		t.Fatalf("Init err = %v, want ErrNotAvailable", err)
 	}
 }
 

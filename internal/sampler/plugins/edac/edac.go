@@ -67,6 +67,9 @@ func (e *EDAC) Init(env sampler.Env) error {
 	if len(e.counters) > maxCounters {
 		return fmt.Errorf("%d EDAC counters, more than %d", len(e.counters), maxCounters)
 	}
+	if len(e.counters) == 0 {
+		return sampler.ErrNotAvailable // no EDAC driver: the plugin is left out
+	}
 	return nil
 }
 

@@ -67,7 +67,7 @@ func (h *Hwmon) Init(env sampler.Env) error {
 	base := env.FS.Path("sys", "class", "hwmon")
 	ents, err := os.ReadDir(base)
 	if err != nil {
-		return nil // no hwmon: Sample says "not available"
+		return sampler.ErrNotAvailable // no hwmon: the plugin is left out
 	}
 	for _, e := range ents {
 		dir := filepath.Join(base, e.Name())
@@ -77,6 +77,9 @@ func (h *Hwmon) Init(env sampler.Env) error {
 		if err := h.chip(dir); err != nil {
 			return err
 		}
+	}
+	if len(h.readings) == 0 && len(h.static) == 0 {
+		return sampler.ErrNotAvailable
 	}
 	return nil
 }

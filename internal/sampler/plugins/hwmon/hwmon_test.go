@@ -1,12 +1,11 @@
 package hwmon_test
 
 import (
-	"context"
 	"errors"
+	"log/slog"
 	"testing"
-	"time"
 
-	"github.com/vigil-hpc/vigil/internal/metric"
+	"github.com/vigil-hpc/vigil/internal/kernfs"
 	"github.com/vigil-hpc/vigil/internal/sampler"
 	"github.com/vigil-hpc/vigil/internal/sampler/plugins/hwmon"
 	"github.com/vigil-hpc/vigil/internal/testutil"
@@ -19,11 +18,14 @@ func TestFixtures(t *testing.T) { testutil.FixtureCases(t, "hwmon", nil) }
 
 func TestZeroAllocs(t *testing.T) { testutil.ZeroAllocs(t, "hwmon", "testdata/basic", nil) }
 
+// TestNoHwmon: without the hardware, Init says "not available" and the
+// sampler leaves the plugin out, so it costs nothing per tick.
 func TestNoHwmon(t *testing.T) {
-	p, _ := testutil.NewPlugin(t, "hwmon", t.TempDir(), nil)
-	var b metric.Batch
-	if err := p.Sample(context.Background(), time.Now(), &b); !errors.Is(err, sampler.ErrNotAvailable) {
-		t.Fatalf("err = %v, want ErrNotAvailable", err)
+	reg, _ := sampler.Lookup("hwmon")
+	p := reg.New(reg.NewConfig())
+	err := p.Init(sampler.Env{FS: kernfs.NewFS(t.TempDir()), Logger: slog.New(slog.DiscardHandler), Stats: &sampler.Stats{}})
+	if !errors.Is(err, sampler.ErrNotAvailable) {
+		t.Fatalf("Init err = %v, want ErrNotAvailable", err)
 	}
 }
 

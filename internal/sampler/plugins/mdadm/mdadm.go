@@ -56,7 +56,12 @@ type Mdadm struct {
 	file   *kernfs.File
 	byName map[string]*descs
 	tick   uint64
+	absent bool // no md driver at the last look
 }
+
+// retryAbsentEvery ticks a missing /proc/mdstat is looked for again (the
+// md module loads when the first array is assembled).
+const retryAbsentEvery = 64
 
 // Init resolves /proc/mdstat under the root.
 func (m *Mdadm) Init(env sampler.Env) error {
@@ -68,14 +73,17 @@ func (m *Mdadm) Init(env sampler.Env) error {
 
 // Sample reads /proc/mdstat; without the md driver it is "not available".
 func (m *Mdadm) Sample(_ context.Context, _ time.Time, b *metric.Batch) error {
+	m.tick++
+	if m.absent && m.tick%retryAbsentEvery != 0 {
+		return sampler.ErrNotAvailable
+	}
 	data, err := m.file.Read()
-	if errors.Is(err, fs.ErrNotExist) {
+	if m.absent = errors.Is(err, fs.ErrNotExist); m.absent {
 		return sampler.ErrNotAvailable
 	}
 	if err != nil {
 		return err
 	}
-	m.tick++
 	var first error
 	err = Parse(data, func(a Array) {
 		d := m.descs(a.Name)

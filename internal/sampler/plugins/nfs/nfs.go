@@ -62,7 +62,13 @@ type NFS struct {
 	udp, tcp, conns, rpcs, retrans, auth *metric.Desc
 	v2, v3, v4                           []*metric.Desc
 	stats                                Stats
+	tick                                 uint64
+	absent                               bool // no NFS client module at the last look
 }
+
+// retryAbsentEvery ticks a missing file is looked for again: the NFS
+// client module loads with the first mount, which may come after start-up.
+const retryAbsentEvery = 64
 
 // Init resolves the file and makes every descriptor.
 func (n *NFS) Init(env sampler.Env) error {
@@ -89,8 +95,12 @@ func (n *NFS) Init(env sampler.Env) error {
 // Sample reads the file; without the NFS client module there is none and
 // the plugin is "not available".
 func (n *NFS) Sample(_ context.Context, _ time.Time, b *metric.Batch) error {
+	n.tick++
+	if n.absent && n.tick%retryAbsentEvery != 0 {
+		return sampler.ErrNotAvailable
+	}
 	data, err := n.file.Read()
-	if errors.Is(err, fs.ErrNotExist) {
+	if n.absent = errors.Is(err, fs.ErrNotExist); n.absent {
 		return sampler.ErrNotAvailable
 	}
 	if err != nil {

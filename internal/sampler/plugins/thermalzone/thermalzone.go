@@ -84,6 +84,9 @@ func (t *ThermalZone) Init(env sampler.Env) error {
 	if len(t.readings) > maxReadings {
 		t.readings = t.readings[:maxReadings]
 	}
+	if len(t.readings) == 0 {
+		return sampler.ErrNotAvailable // no thermal zones: the plugin is left out
+	}
 	return nil
 }
 

@@ -1,12 +1,12 @@
 package thermalzone_test
 
 import (
-	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/vigil-hpc/vigil/internal/metric"
+	"github.com/vigil-hpc/vigil/internal/kernfs"
 	"github.com/vigil-hpc/vigil/internal/sampler"
 	"github.com/vigil-hpc/vigil/internal/sampler/plugins/thermalzone"
 	"github.com/vigil-hpc/vigil/internal/testutil"
@@ -16,11 +16,14 @@ func TestFixtures(t *testing.T) { testutil.FixtureCases(t, "thermal_zone", nil) 
 
 func TestZeroAllocs(t *testing.T) { testutil.ZeroAllocs(t, "thermal_zone", "testdata/basic", nil) }
 
+// TestNoThermal: without the hardware, Init says "not available" and the
+// sampler leaves the plugin out, so it costs nothing per tick.
 func TestNoThermal(t *testing.T) {
-	p, _ := testutil.NewPlugin(t, "thermal_zone", t.TempDir(), nil)
-	var b metric.Batch
-	if err := p.Sample(context.Background(), time.Now(), &b); !errors.Is(err, sampler.ErrNotAvailable) {
-		t.Fatalf("err = %v, want ErrNotAvailable", err)
+	reg, _ := sampler.Lookup("thermal_zone")
+	p := reg.New(reg.NewConfig())
+	err := p.Init(sampler.Env{FS: kernfs.NewFS(t.TempDir()), Logger: slog.New(slog.DiscardHandler), Stats: &sampler.Stats{}})
+	if !errors.Is(err, sampler.ErrNotAvailable) {
+		t.Fatalf("Init err = %v, want ErrNotAvailable", err)
 	}
 }
 
