@@ -7,10 +7,10 @@
 // the kernel for exactly what the sampler's plugins ask for, without parsing
 // anything: pread of each -r file into one buffer, a zero-timeout ppoll of
 // each -p file (re-read every -k ticks), statfs of each -s path and, with -u,
-// getrusage. Its CPU time per tick is the floor of any 10 Hz reader on the
+// getrusage, with -n uname(2) and with -a a read-only adjtimex(2). Its CPU time per tick is the floor of any 10 Hz reader on the
 // machine; what vigil-sampler spends above it is Go and our parsing.
 //
-//	readfloor -i NANOSECONDS [-u] [-k TICKS] [-r FILE]... [-p FILE]... [-s PATH]...
+//	readfloor -i NANOSECONDS [-u] [-n] [-a] [-k TICKS] [-r FILE]... [-p FILE]... [-s PATH]...
 //
 // It runs until killed. (The go:build line keeps the go tool away from it.)
 #define _GNU_SOURCE
@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/statfs.h>
+#include <sys/timex.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,12 +47,16 @@ static int open_or_die(const char *path) {
 
 int main(int argc, char **argv) {
 	long long iv = 0, every = 100;
-	int rusage = 0, nr = 0, np = 0, ns = 0, opt;
+	int rusage = 0, unamecall = 0, adjtimexcall = 0, nr = 0, np = 0, ns = 0, opt;
 	int rfd[MAXN];
+	/* Per-file read size, grown like kernfs.File's buffer: /proc/sys
+	 * handlers allocate and zero as much as a read asks for, so asking
+	 * 1 MiB of a 10-byte file would cost the floor more than the sampler. */
+	size_t rsz[MAXN];
 	struct pollfd pfd[MAXN];
 	const char *spath[MAXN];
 
-	while ((opt = getopt(argc, argv, "i:uk:r:p:s:")) != -1) {
+	while ((opt = getopt(argc, argv, "i:unak:r:p:s:")) != -1) {
 		if ((opt == 'r' && nr == MAXN) || (opt == 'p' && np == MAXN) || (opt == 's' && ns == MAXN)) {
 			fprintf(stderr, "readfloor: more than %d of -%c\n", MAXN, opt);
 			return 2;
@@ -58,15 +64,20 @@ int main(int argc, char **argv) {
 		switch (opt) {
 		case 'i': iv = atoll(optarg); break;
 		case 'u': rusage = 1; break;
+		case 'n': unamecall = 1; break;
+		case 'a': adjtimexcall = 1; break;
 		case 'k': every = atoll(optarg); break;
-		case 'r': rfd[nr++] = open_or_die(optarg); break;
+		case 'r':
+			rsz[nr] = 4096;
+			rfd[nr++] = open_or_die(optarg);
+			break;
 		case 'p':
 			pfd[np].fd = open_or_die(optarg);
 			pfd[np++].events = POLLPRI;
 			break;
 		case 's': spath[ns++] = optarg; break;
 		default:
-			fprintf(stderr, "usage: readfloor -i NS [-u] [-k TICKS] [-r FILE]... [-p FILE]... [-s PATH]...\n");
+			fprintf(stderr, "usage: readfloor -i NS [-u] [-n] [-a] [-k TICKS] [-r FILE]... [-p FILE]... [-s PATH]...\n");
 			return 2;
 		}
 	}
@@ -81,7 +92,8 @@ int main(int argc, char **argv) {
 		while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &ts, NULL) == EINTR)
 			;
 		for (int i = 0; i < nr; i++)
-			pread(rfd[i], buf, sizeof buf, 0);
+			while (pread(rfd[i], buf, rsz[i], 0) == (ssize_t)rsz[i] && rsz[i] < sizeof buf)
+				rsz[i] *= 2;
 		if (np > 0) {
 			struct timespec zero = {0, 0};
 			ppoll(pfd, np, &zero, NULL);
@@ -96,6 +108,14 @@ int main(int argc, char **argv) {
 		if (rusage) {
 			struct rusage ru;
 			getrusage(RUSAGE_SELF, &ru);
+		}
+		if (unamecall) {
+			struct utsname u;
+			uname(&u);
+		}
+		if (adjtimexcall) {
+			struct timex tx = {0};
+			adjtimex(&tx);
 		}
 		/* Skip ticks that already passed, as the sampler does. */
 		next = (now_ns() / iv + 1) * iv;

@@ -35,19 +35,20 @@ type File struct {
 	path string
 	f    *os.File
 	fd   int  // f's descriptor, for raw reads
-	raw  bool // NonBlocking and on procfs: read with a raw pread
+	raw  bool // NonBlocking and on procfs or sysfs: read with a raw pread
 	buf  []byte
 	// Reopen forces open/close per read; needed for files whose content is
 	// fixed at open time (most /proc/<pid> files are fine either way).
 	Reopen bool
 	// NonBlocking is the caller's word that reading this file never waits
 	// (system-wide /proc files such as /proc/stat; not /proc/<pid>/cmdline,
-	// which waits for the target's memory map lock, nor /sys sensors).
-	// Such a file, if it is on procfs, is read with a raw pread that the Go
+	// which waits for the target's memory map lock, nor /sys sensors or
+	// NIC attributes that call into a driver). Such a file, if it is on
+	// procfs or sysfs, is read with a raw pread that the Go
 	// scheduler does not see: a syscall it is told about wakes its sysmon
 	// thread, and at 10 Hz on a VM those wake-ups cost more than the reads
 	// (docs/benchmarks.md). A raw syscall that blocked would stall the
-	// whole daemon, hence the procfs check; fixtures read normally.
+	// whole daemon, hence the file system check; fixtures read normally.
 	NonBlocking bool
 }
 

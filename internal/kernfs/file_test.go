@@ -75,3 +75,23 @@ func TestLineCache(t *testing.T) {
 		t.Error("line 2 missed")
 	}
 }
+
+// TestNonBlockingReadsRawOnSysFS: a vouched-for sysfs attribute (the
+// clock source) is read raw too.
+func TestNonBlockingReadsRawOnSysFS(t *testing.T) {
+	const path = "/sys/devices/system/clocksource/clocksource0/current_clocksource"
+	if _, err := os.Stat(path); err != nil {
+		t.Skip("no sysfs clock source here")
+	}
+	f := NewFile(path, 64)
+	f.NonBlocking = true
+	defer f.Close()
+	got, err := f.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := os.ReadFile(path)
+	if !f.raw || string(got) != string(want) {
+		t.Fatalf("raw %v, read %q, want %q", f.raw, got, want)
+	}
+}

@@ -5,12 +5,17 @@ import (
 	"unsafe"
 )
 
-// procSuperMagic is the f_type statfs reports for procfs.
-const procSuperMagic = 0x9fa0
+// The f_type statfs reports for procfs and sysfs.
+const (
+	procSuperMagic  = 0x9fa0
+	sysfsSuperMagic = 0x62656572
+)
 
+// onProcFS reports whether fd is on procfs or sysfs, where a file the
+// caller vouches for is generated in memory on read.
 func onProcFS(fd int) bool {
 	var st syscall.Statfs_t
-	return syscall.Fstatfs(fd, &st) == nil && st.Type == procSuperMagic
+	return syscall.Fstatfs(fd, &st) == nil && (st.Type == procSuperMagic || st.Type == sysfsSuperMagic)
 }
 
 // rawPread reads from offset 0 with a syscall the runtime does not see

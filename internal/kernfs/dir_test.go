@@ -1,0 +1,76 @@
+package kernfs
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+)
+
+func listNames(t *testing.T, d *Dir) map[string]uint8 {
+	t.Helper()
+	ents, err := d.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]uint8{}
+	for _, e := range ents {
+		got[string(e.Name)] = e.Type
+	}
+	return got
+}
+
+// TestDirList: entries, their types, a rewound re-list seeing changes, and
+// a directory larger than the first buffer.
+func TestDirList(t *testing.T) {
+	root := t.TempDir()
+	if err := os.Mkdir(filepath.Join(root, "eth0"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "bonding_masters"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("eth0", filepath.Join(root, "ib0")); err != nil {
+		t.Fatal(err)
+	}
+	d := NewDir(root)
+	defer d.Close()
+	got := listNames(t, d)
+	want := map[string]uint8{"eth0": DTDir, "bonding_masters": DTReg, "ib0": DTLink}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("List = %v, want %v", got, want)
+	}
+	var many []string
+	for i := 0; i < 2000; i++ {
+		name := fmt.Sprintf("veth%04d-with-a-long-name", i)
+		many = append(many, name)
+		if err := os.Mkdir(filepath.Join(root, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got = listNames(t, d)
+	if len(got) != 2003 {
+		t.Fatalf("after adding 2000: %d entries", len(got))
+	}
+	sort.Strings(many)
+	if _, ok := got[many[1999]]; !ok {
+		t.Fatal("last entry missing")
+	}
+	if n := testing.AllocsPerRun(10, func() { _, _ = d.List() }); n != 0 {
+		t.Fatalf("List allocates %v per call once grown", n)
+	}
+	if _, err := NewDir(filepath.Join(root, "missing")).List(); !os.IsNotExist(unwrap(err)) {
+		t.Fatalf("missing dir: %v", err)
+	}
+}
+
+func unwrap(err error) error {
+	for {
+		u, ok := err.(interface{ Unwrap() error })
+		if !ok {
+			return err
+		}
+		err = u.Unwrap()
+	}
+}

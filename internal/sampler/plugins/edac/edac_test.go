@@ -1,0 +1,48 @@
+package edac_test
+
+import (
+	"errors"
+	"log/slog"
+	"testing"
+
+	"github.com/vigil-hpc/vigil/internal/kernfs"
+	"github.com/vigil-hpc/vigil/internal/sampler"
+	"github.com/vigil-hpc/vigil/internal/sampler/plugins/edac"
+	"github.com/vigil-hpc/vigil/internal/testutil"
+)
+
+func TestFixtures(t *testing.T) { testutil.FixtureCases(t, "edac", nil) }
+
+func TestZeroAllocs(t *testing.T) { testutil.ZeroAllocs(t, "edac", "testdata/basic", nil) }
+
+// TestNoEDAC: without the hardware, Init says "not available" and the
+// sampler leaves the plugin out, so it costs nothing per tick.
+func TestNoEDAC(t *testing.T) {
+	reg, _ := sampler.Lookup("edac")
+	p := reg.New(reg.NewConfig())
+	err := p.Init(sampler.Env{FS: kernfs.NewFS(t.TempDir()), Logger: slog.New(slog.DiscardHandler), Stats: &sampler.Stats{}})
+	if !errors.Is(err, sampler.ErrNotAvailable) {
+		t.Fatalf("Init err = %v, want ErrNotAvailable", err)
+	}
+}
+
+func TestParse(t *testing.T) {
+	if v, err := edac.Parse([]byte("17\n")); err != nil || v != 17 {
+		t.Fatalf("Parse = %d, %v", v, err)
+	}
+	for _, in := range []string{"", "-1", "x"} {
+		if _, err := edac.Parse([]byte(in)); err == nil {
+			t.Errorf("Parse(%q) accepted", in)
+		}
+	}
+}
+
+func BenchmarkTick(b *testing.B) {
+	p, _ := testutil.NewPlugin(b, "edac", "testdata/basic", nil)
+	testutil.BenchTicks(b, p)
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("3\n"))
+	f.Fuzz(func(t *testing.T, data []byte) { _, _ = edac.Parse(data) })
+}
