@@ -136,8 +136,6 @@ func ParseValue(b []byte) (float64, bool) {
 	return v, true
 }
 
-type sensorFile struct{ path string }
-
 func (h *Hwmon) chip(dir string) error {
 	chip, err := chipName(dir)
 	if err != nil {
