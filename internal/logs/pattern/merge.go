@@ -282,8 +282,8 @@ func (m *Miner) fold(g []*pattern) *pattern {
 		for i, t := range p.toks {
 			if d := dst.toks[i]; t != d && d != Wildcard {
 				// Members that share a key keep it: "tag=<*>".
-				if k := keyPrefix([]byte(d)); k > 0 && len(t) > k && t[:k] == d[:k] {
-					dst.toks[i] = d[:k] + Wildcard
+				if g, ok := generalize(d, t, true); ok {
+					dst.toks[i] = g
 				} else {
 					dst.toks[i] = Wildcard
 				}

@@ -54,7 +54,7 @@ func TestVariablesShareTemplate(t *testing.T) {
 				"connection from 10.0.0.1 (node1.example.org) at Sun Jul 10 03:55:15 2005",
 				"connection from 10.0.0.2 () at Mon Jun 4 13:05:00 2005",
 			},
-			want: "connection from <*> (<*>) at <*>",
+			want: "connection from <*> (<*>) at <*>:<*>:<*>",
 		},
 		{
 			lines: []string{
@@ -70,7 +70,7 @@ func TestVariablesShareTemplate(t *testing.T) {
 				"proxy.example.org:5070 close, 451 bytes sent, 18846 bytes (18.4 KB) received, lifetime <1 sec",
 				"www.example.com:443 close, 0 bytes sent, 0 bytes received, lifetime 00:01",
 			},
-			want: "<*> close, <*> bytes sent, <*> bytes received, lifetime <*>",
+			want: "<*>:<*> close, <*> bytes sent, <*> bytes received, lifetime <*>",
 		},
 	} {
 		m := newMiner(pattern.Config{})
@@ -354,11 +354,16 @@ func FuzzMiner(f *testing.F) {
 	})
 }
 
-// loghubFiles lists the shared LogHub samples, when present.
+// loghubFiles lists the shared LogHub samples, when present: under
+// $VIGIL_LOGHUB_DIR, or ../shared/datasets/loghub next to the checkout.
 func loghubFiles(tb testing.TB) []string {
-	files, _ := filepath.Glob("../../../../shared/datasets/loghub/*/*_2k.log_structured_corrected.csv")
+	dir := os.Getenv("VIGIL_LOGHUB_DIR")
+	if dir == "" {
+		dir = "../../../../shared/datasets/loghub"
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*/*_2k.log_structured_corrected.csv"))
 	if len(files) == 0 {
-		tb.Skip("LogHub samples not found under ../../../../shared/datasets/loghub")
+		tb.Skipf("LogHub samples not found under %s (set VIGIL_LOGHUB_DIR)", dir)
 	}
 	return files
 }
@@ -444,22 +449,32 @@ func reportRates(b *testing.B, lines int, cpu0 float64) {
 // mined alone, so its template shows exactly what the tokenizer masked.
 func TestMasking(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
-		{"took 12 ms", "took <*>"},                                                    // a unit belongs to its number
+		{"took 12 ms", "took <*> ms"},                                                 // a fixed unit stays
+		{"size 6.0 KB, free 1.2 MB)", "size <*>, free <*>)"},                          // a human-readable size is one value
 		{"sent 5174 bytes (5.05 KB) ok", "sent <*> bytes ok"},                         // numeric aside dropped
 		{"Failed password for x port 22 ssh2", "Failed password for x port <*> ssh2"}, // versioned name kept
 		{"link IPV6 up", "link IPV6 up"},
 		{"isOverlap:false flag=true v=null", "isOverlap:<*> flag=<*> v=<*>"},
-		{"(uid=0), ws=WorkSource{10020},", "(uid=<*>), ws=<*>,"},
+		{"(uid=0), ws=WorkSource{10020},", "(uid=<*>), ws=WorkSource{<*>},"},
 		{"open /var/log/x and com.example.app/.Main", "open <*> and <*>"},
 		{"from massive.merukuru.org now", "from <*> now"},
-		{"class org.apache.Foo loaded", "class org.apache.Foo loaded"}, // dotted, but not a host name
-		{"at Sun Jul 10 03:55:15 2005 in May", "at <*> <*> <*> <*> <*> in May"},
+		{"class org.apache.Foo loaded", "class org.apache.Foo loaded"},  // dotted, but not a host name
+		{"at Sun Jul 10 03:55:15 2005 in May", "at <*>:<*>:<*> in May"}, // adjacent values join
 		{"session closed for user cyrus", "session closed for user <*>"},
 		{"Invalid user user from x", "Invalid user <*> from x"},
 		{"mask=ffffffff colour", "mask=<*> colour"},
 		{"connection () at x", "connection (<*>) at x"},
 		{"delete blk_1 blk_2 blk_3 blk_4", "delete <*>"}, // trailing list folded
 		{"lifetime <1 sec", "lifetime <*>"},
+		// Parts of a token: separators, keys and calls stay.
+		{"from /10.0.0.1:22 to node-7:8030.", "from <*>:<*> to <*>:<*>."},
+		{"retry policy Fixed(maxRetries=10, sleepTime=1000 MILLISECONDS)", "retry policy Fixed(maxRetries=<*>, sleepTime=<*> MILLISECONDS)"},
+		{"split: hdfs://10.0.0.1:9000/a/b.log:1+2", "split: hdfs://<*>"},
+		{"steps=1514046240000##0##549659", "steps=<*>##<*>##<*>"},
+		{"jk2_init() found mlx5_core x86_64", "jk2_init() found mlx5_core <*>"}, // names with short numbers stay
+		{"workerEnv.init() ok NameSystem.delete: x", "workerEnv.init() ok NameSystem.delete: x"},
+		{"headroom=<memory:0, vCores:-27>", "headroom=<memory:<*>, vCores:<*>"},
+		{`"GET /v2/servers/detail HTTP/1.1" status: 200`, `"GET <*>" status: <*>`},
 		{`acquire tag="View Lock", name=x`, `acquire tag="View Lock", name=x`}, // a quoted value is one token
 		{`tag="unclosed value`, `tag="unclosed value`},
 	} {
@@ -511,7 +526,7 @@ func TestKeyValueVariants(t *testing.T) {
 	if m.Len() != 1 {
 		t.Fatalf("%d patterns after %d variants, want 1", m.Len(), len(tags))
 	}
-	want := "acquire lock=<*>, tag=<*> name=<*> uid=<*>"
+	want := `acquire lock=<*>, tag="<*>", name=<*>, uid=<*>`
 	for _, id := range ids {
 		if got := mustTemplate(t, m, id); got != want {
 			t.Errorf("id %d: %q, want %q", id, got, want)
