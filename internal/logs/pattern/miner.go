@@ -66,7 +66,7 @@ type Config struct {
 	Similarity float64
 	// MinVariants is how many different words one position needs before
 	// patterns that differ only there are merged into one with a
-	// wildcard. Default 5.
+	// wildcard. Default 4.
 	MinVariants int
 	// Now is the clock used by Add. Default time.Now.
 	Now func() time.Time
@@ -94,7 +94,7 @@ func (c Config) withDefaults() Config {
 		c.Similarity = 1
 	}
 	if c.MinVariants <= 1 {
-		c.MinVariants = 5
+		c.MinVariants = 4
 	}
 	if c.Now == nil {
 		c.Now = time.Now

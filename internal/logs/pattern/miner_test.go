@@ -90,13 +90,14 @@ func TestVariablesShareTemplate(t *testing.T) {
 	}
 }
 
+// TestDifferentEventsDiffer: fewer alternatives than Config.MinVariants (4)
+// at one position are separate events.
 func TestDifferentEventsDiffer(t *testing.T) {
 	m := newMiner(pattern.Config{})
 	lines := []string{
 		"[instance: 1] VM Paused (Lifecycle Event)",
 		"[instance: 2] VM Resumed (Lifecycle Event)",
 		"[instance: 3] VM Started (Lifecycle Event)",
-		"[instance: 4] VM Stopped (Lifecycle Event)",
 		"h:1 open through proxy p:2 SOCKS5",
 		"h:1 open through proxy p:2 HTTPS",
 		"Starting the TrustedInstaller main loop.",
@@ -146,6 +147,34 @@ func TestNewFlagAndCounts(t *testing.T) {
 
 // TestManyVariantsMerge checks that a word position with many values
 // becomes a wildcard, and that the old ids follow the merge.
+// TestNumberedInstances: words that differ only in their number ("ib0",
+// "ib1") are one value even with fewer than MinVariants of them.
+func TestNumberedInstances(t *testing.T) {
+	m := newMiner(pattern.Config{})
+	a, _ := m.Add([]byte("mlx5_core 0000:3b:00.0 ib0: Link down"))
+	b, _ := m.Add([]byte("mlx5_core 0000:5e:00.0 ib1: Link down"))
+	c, _ := m.Add([]byte("mlx5_core 0000:5e:00.0 ib1: Link up"))
+	m.Merge()
+	if ra, _ := m.Resolve(a); ra != mustResolve(t, m, b) {
+		t.Errorf("ib0 and ib1 messages: patterns %d and %d, want one", a, b)
+	}
+	if got := mustTemplate(t, m, a); got != "mlx5_core <*>:<*>:<*> <*> Link down" {
+		t.Errorf("template %q", got)
+	}
+	if mustResolve(t, m, c) == mustResolve(t, m, a) {
+		t.Error("Link up and Link down share a pattern")
+	}
+}
+
+func mustResolve(t *testing.T, m *pattern.Miner, id uint64) uint64 {
+	t.Helper()
+	r, ok := m.Resolve(id)
+	if !ok {
+		t.Fatalf("id %d unknown", id)
+	}
+	return r
+}
+
 func TestManyVariantsMerge(t *testing.T) {
 	m := newMiner(pattern.Config{MinVariants: 5})
 	var ids []uint64
@@ -475,6 +504,9 @@ func TestMasking(t *testing.T) {
 		{"workerEnv.init() ok NameSystem.delete: x", "workerEnv.init() ok NameSystem.delete: x"},
 		{"headroom=<memory:0, vCores:-27>", "headroom=<memory:<*>, vCores:<*>"},
 		{`"GET /v2/servers/detail HTTP/1.1" status: 200`, `"GET <*>" status: <*>`},
+		// Brackets stay balanced: the logs view showed "<*>] dealloc".
+		{"taskID[2019352994] dealloc", "taskID[<*>] dealloc"},
+		{"agent[39159/0x7000002a0000] [lvl=2] main() exiting.", "agent[<*>] [lvl=<*>] main() exiting."},
 		{`acquire tag="View Lock", name=x`, `acquire tag="View Lock", name=x`}, // a quoted value is one token
 		{`tag="unclosed value`, `tag="unclosed value`},
 	} {

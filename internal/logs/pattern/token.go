@@ -1,8 +1,6 @@
 package pattern
 
-import (
-	"bytes"
-)
+import "bytes"
 
 // token is one whitespace-separated word of a message, as offsets into the
 // message so that tokenizing does not allocate. A variable token has a
@@ -558,7 +556,7 @@ func isHex(b []byte) bool {
 // of digits is longer than two. Values with letters ("blk_38",
 // "0x1f", "task_0012_m") fail one of these.
 func isIdentifier(b []byte) bool {
-	if len(b) < 3 || !isLetter(b[0]) || !isLetter(b[len(b)-1]) {
+	if len(b) < 3 || !isLetter(b[0]) || !isLetter(b[len(b)-1]) || isHex(b) {
 		return false
 	}
 	run := 0
