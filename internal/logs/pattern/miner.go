@@ -427,6 +427,13 @@ func matches(pt, st string) bool {
 	if pt == st {
 		return true
 	}
+	if strings.IndexByte(pt, '*') < 0 {
+		return false // a constant: the common case
+	}
+	return matchesWild(pt, st)
+}
+
+func matchesWild(pt, st string) bool {
 	ia := wildIndex(pt)
 	if ia < 0 {
 		return false
