@@ -565,3 +565,45 @@ func TestKeyValueVariants(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadOlderState loads patterns saved by the previous version
+// (testdata/state-v1.txt, from the messages in state-v1.msgs) and mines the
+// same messages again: those whose tokens still fit their old template keep
+// their id; those the current rules split differently (a fixed unit after a
+// number, a call name that is no longer a value) start a new pattern, and
+// the old one stays until it ages out.
+func TestLoadOlderState(t *testing.T) {
+	state, err := os.ReadFile("testdata/state-v1.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := os.ReadFile("testdata/state-v1.msgs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newMiner(pattern.Config{})
+	if err := m.Load(bytes.NewReader(state)); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(msgs)), "\n")
+	changed := map[string]bool{
+		"Reading broadcast variable 40 took 10 ms":         true,
+		"jk2_init() Found child 6790 in scoreboard slot 7": true,
+	}
+	for i, l := range lines {
+		id, isNew := m.Add([]byte(l))
+		old := uint64(i + 1) // saved in message order from id 1
+		if changed[l] {
+			if id == old || !isNew {
+				t.Errorf("%q: id %d (new %v), want a new pattern", l, id, isNew)
+			}
+			continue
+		}
+		if id != old {
+			t.Errorf("%q: id %d, want its saved id %d", l, id, old)
+		}
+	}
+	if _, ok := m.Template(8); !ok {
+		t.Error("old pattern 8 dropped at once, want it kept until it ages out")
+	}
+}
