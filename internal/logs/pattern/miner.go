@@ -5,12 +5,17 @@
 //
 // One configuration serves every log source; no rule names a source.
 //
-//  1. A message is split on white space and obviously variable tokens are
-//     masked (token.go): anything with a digit except versioned names like
-//     "ssh2", booleans, long hex, paths, host names, empty pairs "()",
-//     timestamps, the word after "user", units after numbers ("5 KB"),
-//     numeric asides "(5.05 KB)", and a list of values at the end. A key
-//     stays visible: "uid=0" becomes "uid=<*>".
+//  1. A message is split on white space and the obviously variable parts
+//     of its tokens are masked (token.go). A token is cut into parts at
+//     separators and brackets; a part is a value if it holds a digit (not
+//     a name such as "ssh2" or "mlx5_core"), is a boolean, long hex, a
+//     path, a host name or the rest of a URL, so keys, calls and
+//     separators stay: "(uid=0)," reads "(uid=<*>),", "10.0.0.1:22" reads
+//     "<*>:<*>". Month and weekday names next to a value, the word after
+//     "user", numeric asides "(5.05 KB)" and a unit after a number printed
+//     for humans ("6.0 KB", "<1 sec") are values too, and adjacent values
+//     join into one ("GET /a HTTP/1.1" reads "GET <*>"; a list of any
+//     length reads "<*>").
 //  2. The masked token sequence is the message's signature, looked up in a
 //     hash map: a known signature costs one tokenization, one hash and one
 //     comparison, without allocating.
@@ -18,8 +23,9 @@
 //     shares (Config.Similarity lowers the bar, Drain style) or starts a new
 //     pattern.
 //  4. Patterns that differ at one position only are folded into one with a
-//     wildcard there once Config.MinVariants different words occur; a few
-//     alternatives ("VM Paused", "VM Resumed") stay separate events. The
+//     wildcard there once Config.MinVariants different words occur, or
+//     words equal but for their numbers ("ib0", "ib1"); a few alternatives
+//     ("VM Paused", "VM Resumed") stay separate events. The
 //     same holds for patterns differing only in the values of "key=value"
 //     tokens. This runs for every new pattern, and Merge runs it over all
 //     patterns. Folded ids become aliases of the oldest id of the group.
