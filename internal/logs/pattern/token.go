@@ -278,7 +278,9 @@ func scanToken(dst, b []byte, f uint8, write bool) ([]byte, bool) {
 			continue
 		}
 		j := i + 1 // a bound "<1" is one value
+		pf := class[c] // the part's classes, hints for isVariable
 		for j < len(b) && sep[b[j]]&sSep == 0 {
+			pf |= class[b[j]]
 			j++
 		}
 		part := b[i:j]
@@ -288,7 +290,7 @@ func scanToken(dst, b []byte, f uint8, write bool) ([]byte, bool) {
 			e--
 		}
 		// A name before "(" is a call, "workerEnv.init()", not a host.
-		if isVariable(part[:e], f) && (j == len(b) || b[j] != '(' || hasDigit(part)) {
+		if isVariable(part[:e], pf) && (j == len(b) || b[j] != '(' || pf&cDigit != 0) {
 			if write {
 				dst = append(append(dst, Wildcard...), part[e:]...)
 			}
