@@ -11,8 +11,7 @@
 //     a name such as "ssh2" or "mlx5_core"), is a boolean, long hex, a
 //     path, a host name or the rest of a URL, so keys, calls and
 //     separators stay: "(uid=0)," reads "(uid=<*>),", "10.0.0.1:22" reads
-//     "<*>:<*>". Month and weekday names next to a value, the word after
-//     "user", numeric asides "(5.05 KB)" and a unit after a number printed
+//     "<*>:<*>". Month and weekday names next to a value, numeric asides "(5.05 KB)" and a unit after a number printed
 //     for humans ("6.0 KB", "<1 sec") are values too, and adjacent values
 //     join into one ("GET /a HTTP/1.1" reads "GET <*>"; a list of any
 //     length reads "<*>").

@@ -121,17 +121,10 @@ func (tz *tokenizer) split(msg []byte) []token {
 			continue
 		}
 		b := msg[toks[k].start:toks[k].end]
-		switch {
-		case isDateName(b):
-			// Month and weekday names are variable next to another part
-			// of a timestamp ("Sun Jul 10 03:55:15"), not alone ("May").
-			if (k+1 < len(toks) && (toks[k+1].wild || isDateName(msg[toks[k+1].start:toks[k+1].end]))) ||
-				(k > 0 && tz.allMasked(toks[k-1])) {
-				tz.setMask(toks, k, wildcard, closers(b))
-			}
-		case k > 0 && !toks[k-1].wild && isUserWord(msg[toks[k-1].start:toks[k-1].end]):
-			// "user NAME": a key and its value with a blank between;
-			// account names are values.
+		// Month and weekday names are variable next to another part of a
+		// timestamp ("Sun Jul 10 03:55:15"), not alone ("May").
+		if isDateName(b) && ((k+1 < len(toks) && (toks[k+1].wild || isDateName(msg[toks[k+1].start:toks[k+1].end]))) ||
+			(k > 0 && tz.allMasked(toks[k-1]))) {
 			tz.setMask(toks, k, wildcard, closers(b))
 		}
 	}
@@ -277,7 +270,7 @@ func scanToken(dst, b []byte, f uint8, write bool) ([]byte, bool) {
 			i++
 			continue
 		}
-		j := i + 1 // a bound "<1" is one value
+		j := i + 1     // a bound "<1" is one value
 		pf := class[c] // the part's classes, hints for isVariable
 		for j < len(b) && sep[b[j]]&sSep == 0 {
 			pf |= class[b[j]]
@@ -352,10 +345,6 @@ func keyPrefix(b []byte) int {
 		}
 	}
 	return 0
-}
-
-func isUserWord(b []byte) bool {
-	return len(b) == 4 && (b[0]|0x20) == 'u' && (b[1]|0x20) == 's' && (b[2]|0x20) == 'e' && (b[3]|0x20) == 'r'
 }
 
 // isUnitGroup reports whether the tokens after an opening "(123" are all
