@@ -10,8 +10,10 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/vigil-hpc/vigil/internal/logs/pattern"
+	"github.com/vigil-hpc/vigil/internal/logs/syslog"
 )
 
 // logsSub is one "vigil logs" subcommand. Subcommands in other files add
@@ -70,6 +72,7 @@ func runLogsMine(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	maxLine := fs.Int("max-line-bytes", 64<<10, "mine only the first `N` bytes of longer lines")
 	sim := fs.Float64("similarity", 0, "share of equal tokens to join a pattern (0: miner default)")
 	variants := fs.Int("min-variants", 0, "different words at one position that make it a variable (0: miner default)")
+	header := fs.Bool("strip-header", true, "mine \"app: message\" of lines with a syslog header (<PRI>, RFC 5424, or a log file's \"Mmm dd hh:mm:ss host app[pid]:\"), as the server does")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -83,6 +86,8 @@ func runLogsMine(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	r := bufio.NewReaderSize(stdin, 256<<10)
 	var ids []uint64
 	var long []byte // assembles lines longer than the reader's buffer
+	var msg syslog.Message
+	var scratch []byte
 	for n := 0; ; n++ {
 		if n&0xffff == 0 && ctx.Err() != nil {
 			return ctx.Err()
@@ -107,6 +112,9 @@ func runLogsMine(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		line = trimEOL(line)
 		if len(line) > *maxLine {
 			line = line[:*maxLine]
+		}
+		if *header {
+			line = stripHeader(line, &msg, &scratch)
 		}
 		id, _ := m.Add(line)
 		ids = append(ids, id)
@@ -146,4 +154,46 @@ func trimEOL(b []byte) []byte {
 		}
 	}
 	return b
+}
+
+// stripHeader returns "app: text" of a line with a syslog header, which
+// is what the server mines, and any other line as it is: a log file's
+// timestamps and host names would otherwise be mined as variables. A
+// header is there when the line starts with a PRI or with a timestamp
+// ("Jan  5 09:59:58", "2026-01-05T09:59:58Z") the syslog parser accepts.
+func stripHeader(line []byte, m *syslog.Message, scratch *[]byte) []byte {
+	if !mayHaveHeader(line) {
+		return line
+	}
+	syslog.Parse(line, time.Time{}, time.UTC, m)
+	if m.Malformed || (line[0] != '<' && m.Time.IsZero()) {
+		return line
+	}
+	b := (*scratch)[:0]
+	if m.App != "" {
+		b = append(append(b, m.App...), ": "...)
+	}
+	b = append(b, m.Text...)
+	*scratch = b
+	return b
+}
+
+// mayHaveHeader is a quick test for the start of a syslog header: "<",
+// a month name and a blank, or a date.
+func mayHaveHeader(b []byte) bool {
+	if len(b) < 16 {
+		return false
+	}
+	if b[0] == '<' {
+		return true
+	}
+	if b[3] == ' ' && strings.Contains("JanFebMarAprMayJunJulAugSepOctNovDec", string(b[:3])) {
+		return true
+	}
+	for _, c := range b[:4] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return b[4] == '-'
 }

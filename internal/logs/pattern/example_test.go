@@ -23,6 +23,6 @@ func Example() {
 	// 1 true
 	// 1 false
 	// 2 true
-	// 2 1 session opened for user <*>
+	// 2 1 session opened for user alice
 	// 1 2 Node <*> power budget exceeded! Power=<*>, Limit=<*>
 }

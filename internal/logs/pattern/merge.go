@@ -185,8 +185,64 @@ func (m *Miner) kvVariants(g []*pattern) int {
 
 // variants counts the different words at position i across g; a member
 // with a wildcard there stands for as many words as signatures joined it. One
-// variant means the members are identical, which folding always fixes.
+// variant means the members are identical, which folding always fixes. Words
+// that differ only in their numbers ("ib0", "ib1") name numbered instances
+// of one thing, which is a value however few of them occur.
+// sameButDigits reports whether the members of g have at position i
+// different words that are equal but for their digits ("ib0", "ib1";
+// "CPU0", "CPU12"): instances of one kind of thing, numbered.
+func sameButDigits(g []*pattern, i int) bool {
+	first := g[0].toks[i]
+	if !strings.ContainsAny(first, "0123456789") || wildIndex(first) >= 0 {
+		return false
+	}
+	differ := false
+	for _, p := range g[1:] {
+		t := p.toks[i]
+		if t == first {
+			continue
+		}
+		if wildIndex(t) >= 0 || !equalButDigits(t, first) {
+			return false
+		}
+		differ = true
+	}
+	return differ
+}
+
+// equalButDigits compares a and b with every run of digits taken as one
+// symbol.
+func equalButDigits(a, b string) bool {
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		da, db := isDigitByte(a[i]), isDigitByte(b[j])
+		if da != db {
+			return false
+		}
+		if da {
+			for i < len(a) && isDigitByte(a[i]) {
+				i++
+			}
+			for j < len(b) && isDigitByte(b[j]) {
+				j++
+			}
+			continue
+		}
+		if a[i] != b[j] {
+			return false
+		}
+		i++
+		j++
+	}
+	return i == len(a) && j == len(b)
+}
+
+func isDigitByte(c byte) bool { return c >= '0' && c <= '9' }
+
 func (m *Miner) variants(g []*pattern, i int) int {
+	if sameButDigits(g, i) {
+		return m.cfg.MinVariants
+	}
 	n := 0
 	for k, p := range g {
 		if p.toks[i] == Wildcard {
@@ -282,8 +338,8 @@ func (m *Miner) fold(g []*pattern) *pattern {
 		for i, t := range p.toks {
 			if d := dst.toks[i]; t != d && d != Wildcard {
 				// Members that share a key keep it: "tag=<*>".
-				if k := keyPrefix([]byte(d)); k > 0 && len(t) > k && t[:k] == d[:k] {
-					dst.toks[i] = d[:k] + Wildcard
+				if g, ok := generalize(d, t, true); ok {
+					dst.toks[i] = g
 				} else {
 					dst.toks[i] = Wildcard
 				}

@@ -5,12 +5,16 @@
 //
 // One configuration serves every log source; no rule names a source.
 //
-//  1. A message is split on white space and obviously variable tokens are
-//     masked (token.go): anything with a digit except versioned names like
-//     "ssh2", booleans, long hex, paths, host names, empty pairs "()",
-//     timestamps, the word after "user", units after numbers ("5 KB"),
-//     numeric asides "(5.05 KB)", and a list of values at the end. A key
-//     stays visible: "uid=0" becomes "uid=<*>".
+//  1. A message is split on white space and the obviously variable parts
+//     of its tokens are masked (token.go). A token is cut into parts at
+//     separators and brackets; a part is a value if it holds a digit (not
+//     a name such as "ssh2" or "mlx5_core"), is a boolean, long hex, a
+//     path, a host name or the rest of a URL, so keys, calls and
+//     separators stay: "(uid=0)," reads "(uid=<*>),", "10.0.0.1:22" reads
+//     "<*>:<*>". Month and weekday names next to a value, numeric asides "(5.05 KB)" and a unit after a number printed
+//     for humans ("6.0 KB", "<1 sec") are values too, and adjacent values
+//     join into one ("GET /a HTTP/1.1" reads "GET <*>"; a list of any
+//     length reads "<*>").
 //  2. The masked token sequence is the message's signature, looked up in a
 //     hash map: a known signature costs one tokenization, one hash and one
 //     comparison, without allocating.
@@ -18,8 +22,9 @@
 //     shares (Config.Similarity lowers the bar, Drain style) or starts a new
 //     pattern.
 //  4. Patterns that differ at one position only are folded into one with a
-//     wildcard there once Config.MinVariants different words occur; a few
-//     alternatives ("VM Paused", "VM Resumed") stay separate events. The
+//     wildcard there once Config.MinVariants different words occur, or
+//     words equal but for their numbers ("ib0", "ib1"); a few alternatives
+//     ("VM Paused", "VM Resumed") stay separate events. The
 //     same holds for patterns differing only in the values of "key=value"
 //     tokens. This runs for every new pattern, and Merge runs it over all
 //     patterns. Folded ids become aliases of the oldest id of the group.
@@ -66,7 +71,7 @@ type Config struct {
 	Similarity float64
 	// MinVariants is how many different words one position needs before
 	// patterns that differ only there are merged into one with a
-	// wildcard. Default 5.
+	// wildcard. Default 4.
 	MinVariants int
 	// Now is the clock used by Add. Default time.Now.
 	Now func() time.Time
@@ -94,7 +99,7 @@ func (c Config) withDefaults() Config {
 		c.Similarity = 1
 	}
 	if c.MinVariants <= 1 {
-		c.MinVariants = 5
+		c.MinVariants = 4
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -187,7 +192,7 @@ func (m *Miner) Add(msg []byte) (id uint64, isNew bool) {
 // id may later become an alias after Merge; Resolve follows aliases.
 func (m *Miner) AddAt(t time.Time, msg []byte) (id uint64, isNew bool) {
 	toks := m.tz.split(msg)
-	h := hashTokens(msg, toks)
+	h := hashTokens(&m.tz, msg, toks)
 	s := m.lookup(h, msg, toks)
 	if s == nil {
 		s = m.newSig(h, msg, toks)
@@ -292,21 +297,11 @@ func (p *pattern) render() string {
 }
 
 // hashTokens is FNV-1a over the masked token sequence.
-func hashTokens(msg []byte, toks []token) uint64 {
+func hashTokens(tz *tokenizer, msg []byte, toks []token) uint64 {
 	const prime = 1099511628211
 	h := uint64(14695981039346656037)
 	for _, t := range toks {
-		b := msg[t.start:t.end]
-		if t.wild {
-			for _, c := range b[len(b)-int(t.tail):] {
-				h ^= uint64(c)
-				h *= prime
-			}
-			b = b[:t.keep]
-			h ^= 0xff
-			h *= prime
-		}
-		for _, c := range b {
+		for _, c := range tz.masked(msg, t) {
 			h ^= uint64(c)
 			h *= prime
 		}
@@ -318,26 +313,19 @@ func hashTokens(msg []byte, toks []token) uint64 {
 
 func (m *Miner) lookup(h uint64, msg []byte, toks []token) *sig {
 	for s := m.sigs[h]; s != nil; s = s.chain {
-		if sameTokens(s.toks, msg, toks) {
+		if m.sameTokens(s.toks, msg, toks) {
 			return s
 		}
 	}
 	return nil
 }
 
-func sameTokens(st []string, msg []byte, toks []token) bool {
+func (m *Miner) sameTokens(st []string, msg []byte, toks []token) bool {
 	if len(st) != len(toks) {
 		return false
 	}
 	for i, t := range toks {
-		b := msg[t.start:t.end]
-		if t.wild {
-			k, n := int(t.keep), int(t.tail)
-			if len(st[i]) != k+len(Wildcard)+n || st[i][:k] != string(b[:k]) ||
-				st[i][k:k+len(Wildcard)] != Wildcard || st[i][k+len(Wildcard):] != string(b[len(b)-n:]) {
-				return false
-			}
-		} else if st[i] != string(b) {
+		if st[i] != string(m.tz.masked(msg, t)) {
 			return false
 		}
 	}
@@ -358,16 +346,17 @@ func (m *Miner) intern(b []byte) string {
 	return s
 }
 
+func (m *Miner) internString(s string) string {
+	if s == Wildcard {
+		return Wildcard
+	}
+	return s
+}
+
 func (m *Miner) newSig(h uint64, msg []byte, toks []token) *sig {
 	st := make([]string, len(toks))
-	var buf []byte
 	for i, t := range toks {
-		b := msg[t.start:t.end]
-		if t.wild {
-			buf = append(append(append(buf[:0], b[:t.keep]...), Wildcard...), b[len(b)-int(t.tail):]...)
-			b = buf
-		}
-		st[i] = m.intern(b)
+		st[i] = m.intern(m.tz.masked(msg, t))
 	}
 	s := &sig{hash: h, toks: st, chain: m.sigs[h]}
 	m.sigs[h] = s
@@ -438,20 +427,100 @@ func compare(t, s []string) (same, diff int) {
 	return same, diff
 }
 
-// matches reports whether template token pt accepts token st: equal, or pt
-// is "key=<*>" and st has the same key.
+// matches reports whether template token pt accepts token st.
 func matches(pt, st string) bool {
 	if pt == st {
 		return true
 	}
-	k := len(pt) - len(Wildcard)
-	return k > 0 && pt[k:] == Wildcard && len(st) > k && st[:k] == pt[:k]
+	if strings.IndexByte(pt, '*') < 0 {
+		return false // a constant: the common case
+	}
+	return matchesWild(pt, st)
+}
+
+func matchesWild(pt, st string) bool {
+	ia := wildIndex(pt)
+	if ia < 0 {
+		return false
+	}
+	if ia == wildIndex(st) && pt[:ia] == st[:ia] {
+		return true
+	}
+	k := keyPrefix([]byte(pt)) // does not escape: no allocation
+	return k > 0 && k < len(pt) && len(st) > k && pt[:k] == st[:k]
+}
+
+// wildIndex is strings.Index(s, Wildcard), quicker for short tokens
+// without one.
+func wildIndex(s string) int {
+	for i := 0; i+len(Wildcard) <= len(s); {
+		j := strings.IndexByte(s[i:], '<')
+		if j < 0 || i+j+len(Wildcard) > len(s) {
+			return -1
+		}
+		if i += j; s[i+1] == '*' && s[i+2] == '>' {
+			return i
+		}
+		i++
+	}
+	return -1
+}
+
+// generalize returns the token that accepts both a and b, if one does
+// short of a plain Wildcard: a itself if they are equal; for two masked
+// tokens with the same constant start ("<*>:<*>" and "<*>", "(<*>)," and
+// "(<*>)"), that start, a Wildcard and their common closers; for a key
+// with a masked value ("uid=<*>") and the same key with any value, or with
+// kv, two constant values ("tag=A", "tag=B"), the key and a Wildcard.
+func generalize(a, b string, kv bool) (string, bool) {
+	if a == b {
+		return a, true
+	}
+	ia, ib := strings.Index(a, Wildcard), strings.Index(b, Wildcard)
+	if ia < 0 && ib < 0 && !kv {
+		return "", false
+	}
+	if ia >= 0 && ia == ib && a[:ia] == b[:ib] {
+		return a[:ia] + Wildcard + commonClosers(a[ia:], b[ib:]), true
+	}
+	if k := keyPrefix([]byte(a)); k > 0 && k < len(a) && len(b) > k && a[:k] == b[:k] {
+		// Keep a quote or bracket both values open with: tag="<*>".
+		for k < len(a)-1 && k < len(b)-1 && a[k] == b[k] && class[a[k]]&cOpen != 0 && a[k] != '<' {
+			k++
+		}
+		return a[:k] + Wildcard + commonClosers(a[k:], b[k:]), true
+	}
+	return "", false
+}
+
+// commonClosers returns the closing punctuation both a and b end with,
+// never part of a Wildcard.
+func commonClosers(a, b string) string {
+	n := 0
+	for n < len(a) && n < len(b) {
+		c := a[len(a)-1-n]
+		if c != b[len(b)-1-n] || class[c]&cClose == 0 || c == '>' {
+			break
+		}
+		n++
+	}
+	if n >= len(a) || n >= len(b) {
+		n = 0 // the whole value would be punctuation
+	}
+	return a[len(a)-n:]
 }
 
 func (m *Miner) join(p *pattern, s *sig) {
 	for i, st := range s.toks {
-		if p.toks[i] != Wildcard && !matches(p.toks[i], st) {
-			p.toks[i] = Wildcard
+		if p.toks[i] == Wildcard {
+			continue
+		}
+		g, ok := generalize(p.toks[i], st, false)
+		if !ok {
+			g = Wildcard
+		}
+		if g != p.toks[i] {
+			p.toks[i] = m.internString(g)
 			p.changed()
 		}
 	}

@@ -24,6 +24,13 @@ import (
 // any bytes survive. Signatures are not saved: they are a cache, rebuilt as
 // messages arrive, and a message whose words fit a loaded template joins it
 // and gets its old id.
+//
+// The masking rules may change between versions while the format stays:
+// a data directory of an older Vigil loads as it is, its messages keep
+// their ids wherever the new masking still fits the old template (most do,
+// old templates being coarser), and messages now split differently (a
+// fixed unit after a number, "jk2_init()" no longer a value) start new
+// patterns while the old ones age out by the LRU bound.
 const (
 	saveMagic   = "vigil-patterns"
 	saveVersion = 1

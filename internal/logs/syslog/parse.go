@@ -110,8 +110,31 @@ func Parse3164(s string, recv time.Time, loc *time.Location, m *Message) error {
 		}
 	}
 	m.App, m.ProcID, r = parseTag(r)
+	if m.App == "" && m.Host != "" {
+		// After a full header the next word is the TAG even without its
+		// colon, as rsyslog reads it and relays it: "host app text".
+		if w, rest, ok := cutWord(r); ok && isTagWord(w) {
+			m.App, r = w, rest
+		}
+	}
 	m.Text = r
 	return nil
+}
+
+// isTagWord reports a plain program name: up to maxTag letters, digits and
+// "._-/", with a letter.
+func isTagWord(w string) bool {
+	letter := false
+	for i := 0; i < len(w); i++ {
+		switch c := w[i]; {
+		case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
+			letter = true
+		case c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' || c == '/':
+		default:
+			return false
+		}
+	}
+	return letter && len(w) <= maxTag
 }
 
 // cutWord splits s at the first space; ok is false when there is no space or
