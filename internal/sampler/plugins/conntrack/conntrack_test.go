@@ -3,8 +3,6 @@ package conntrack_test
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -66,34 +64,8 @@ func FuzzParse(f *testing.F) {
 // TestModuleLoadsLater: a missing file is looked for again every 64 ticks
 // (not every tick), so a module loaded after start-up is picked up.
 func TestModuleLoadsLater(t *testing.T) {
-	root := t.TempDir()
-	p, _ := testutil.NewPlugin(t, "conntrack", root, nil)
-	var b metric.Batch
-	if err := p.Sample(context.Background(), time.Now(), &b); !errors.Is(err, sampler.ErrNotAvailable) {
-		t.Fatalf("err = %v, want ErrNotAvailable", err)
-	}
-	if n := testing.AllocsPerRun(20, func() { _ = p.Sample(context.Background(), time.Now(), &b) }); n != 0 {
-		t.Errorf("a missing module costs %v allocations a tick, want 0 (no open per tick)", n)
-	}
-	path := filepath.Join(root, filepath.FromSlash("proc/sys/net/netfilter/nf_conntrack_count"))
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte("7\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(filepath.Dir(path), "nf_conntrack_max"), []byte("100\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 64; i++ {
-		b.Reset(time.Now())
-		if err := p.Sample(context.Background(), time.Now(), &b); err == nil {
-			for _, s := range b.Samples {
-				if s.Desc.Name == "node_nf_conntrack_entries" {
-					return
-				}
-			}
-		}
-	}
-	t.Fatal("the file that appeared was not read within 64 ticks")
+	testutil.FileAppearsLater(t, "conntrack", map[string]string{
+		"proc/sys/net/netfilter/nf_conntrack_count": "7\n",
+		"proc/sys/net/netfilter/nf_conntrack_max":   "100\n",
+	}, "node_nf_conntrack_entries")
 }

@@ -3,8 +3,6 @@ package mdadm_test
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -62,36 +60,5 @@ func FuzzParse(f *testing.F) {
 // TestModuleLoadsLater: a missing file is looked for again every 64 ticks
 // (not every tick), so a module loaded after start-up is picked up.
 func TestModuleLoadsLater(t *testing.T) {
-	root := t.TempDir()
-	p, _ := testutil.NewPlugin(t, "mdadm", root, nil)
-	var b metric.Batch
-	if err := p.Sample(context.Background(), time.Now(), &b); !errors.Is(err, sampler.ErrNotAvailable) {
-		t.Fatalf("err = %v, want ErrNotAvailable", err)
-	}
-	if n := testing.AllocsPerRun(20, func() { _ = p.Sample(context.Background(), time.Now(), &b) }); n != 0 {
-		t.Errorf("a missing module costs %v allocations a tick, want 0 (no open per tick)", n)
-	}
-	path := filepath.Join(root, filepath.FromSlash("proc/mdstat"))
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte("md0 : active raid1 a[1] b[0]\n      9 blocks [2/2] [UU]\n\n\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if "mdadm" == "conntrack" {
-		if err := os.WriteFile(filepath.Join(filepath.Dir(path), "nf_conntrack_max"), []byte("100\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := 0; i < 64; i++ {
-		b.Reset(time.Now())
-		if err := p.Sample(context.Background(), time.Now(), &b); err == nil {
-			for _, s := range b.Samples {
-				if s.Desc.Name == "node_md_blocks" {
-					return
-				}
-			}
-		}
-	}
-	t.Fatal("the file that appeared was not read within 64 ticks")
+	testutil.FileAppearsLater(t, "mdadm", map[string]string{"proc/mdstat": "md0 : active raid1 a[1] b[0]\n      9 blocks [2/2] [UU]\n\n\n"}, "node_md_blocks")
 }

@@ -3,8 +3,6 @@ package nfs_test
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -58,36 +56,5 @@ func FuzzParse(f *testing.F) {
 // TestModuleLoadsLater: a missing file is looked for again every 64 ticks
 // (not every tick), so a module loaded after start-up is picked up.
 func TestModuleLoadsLater(t *testing.T) {
-	root := t.TempDir()
-	p, _ := testutil.NewPlugin(t, "nfs", root, nil)
-	var b metric.Batch
-	if err := p.Sample(context.Background(), time.Now(), &b); !errors.Is(err, sampler.ErrNotAvailable) {
-		t.Fatalf("err = %v, want ErrNotAvailable", err)
-	}
-	if n := testing.AllocsPerRun(20, func() { _ = p.Sample(context.Background(), time.Now(), &b) }); n != 0 {
-		t.Errorf("a missing module costs %v allocations a tick, want 0 (no open per tick)", n)
-	}
-	path := filepath.Join(root, filepath.FromSlash("proc/net/rpc/nfs"))
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte("net 0 1 2 3\nrpc 4 0 0\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if "nfs" == "conntrack" {
-		if err := os.WriteFile(filepath.Join(filepath.Dir(path), "nf_conntrack_max"), []byte("100\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := 0; i < 64; i++ {
-		b.Reset(time.Now())
-		if err := p.Sample(context.Background(), time.Now(), &b); err == nil {
-			for _, s := range b.Samples {
-				if s.Desc.Name == "node_nfs_rpcs_total" {
-					return
-				}
-			}
-		}
-	}
-	t.Fatal("the file that appeared was not read within 64 ticks")
+	testutil.FileAppearsLater(t, "nfs", map[string]string{"proc/net/rpc/nfs": "net 0 1 2 3\nrpc 4 0 0\n"}, "node_nfs_rpcs_total")
 }
