@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/common/model"
+	"github.com/vigil-hpc/vigil/internal/duration"
 
 	"github.com/vigil-hpc/vigil/internal/config"
 	"github.com/vigil-hpc/vigil/internal/remotewrite"
@@ -115,34 +115,9 @@ func DefaultConfig() Config {
 	}
 }
 
-// Duration accepts Prometheus durations ("15d", "2h30m") in TOML.
-type Duration time.Duration
-
-// UnmarshalText parses a Prometheus duration ("15d") or a Go one ("1.5s",
-// what time.Duration.String writes).
-func (d *Duration) UnmarshalText(b []byte) error {
-	if v, err := model.ParseDuration(string(b)); err == nil {
-		*d = Duration(v)
-		return nil
-	}
-	if v, err := time.ParseDuration(string(b)); err == nil && v >= 0 {
-		*d = Duration(v)
-		return nil
-	}
-	return fmt.Errorf("invalid duration %q (want e.g. \"30s\", \"2h\" or \"15d\")", b)
-}
-
-// MarshalText writes the duration as Prometheus does.
-func (d Duration) MarshalText() ([]byte, error) { return []byte(model.Duration(d).String()), nil }
-
-// D returns the time.Duration.
-func (d Duration) D() time.Duration { return time.Duration(d) }
-
-// String and Set make Duration a flag.Value.
-func (d *Duration) String() string { return model.Duration(*d).String() }
-
-// Set parses a flag value.
-func (d *Duration) Set(s string) error { return d.UnmarshalText([]byte(s)) }
+// Duration is the one duration type of vigil.toml and the flags (Go or
+// Prometheus syntax: "1.5s", "15d").
+type Duration = duration.Duration
 
 // LoadConfig reads the [server] table of path strictly (unknown keys are
 // errors) and ignores the other tables, which belong to other daemons.
