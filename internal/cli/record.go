@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/internal/config"
+	"github.com/vigil-hpc/vigil/internal/logging"
 	"github.com/vigil-hpc/vigil/internal/metric"
 	"github.com/vigil-hpc/vigil/internal/sampler"
 	"github.com/vigil-hpc/vigil/internal/samplerd"
@@ -47,7 +48,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	case *duration < *interval:
 		return fmt.Errorf("record: --duration %s: shorter than one interval", *duration)
 	}
-	log, err := samplerd.NewLogger(stderr, *logLevel)
+	log, err := logging.New(stderr, logging.Options{Level: *logLevel})
 	if err != nil {
 		return err
 	}

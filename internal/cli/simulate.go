@@ -8,7 +8,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/vigil-hpc/vigil/internal/samplerd"
+	"github.com/vigil-hpc/vigil/internal/logging"
 	"github.com/vigil-hpc/vigil/internal/simulate"
 	"github.com/vigil-hpc/vigil/internal/wire"
 )
@@ -37,7 +37,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	log, err := samplerd.NewLogger(stderr, *logLevel)
+	log, err := logging.New(stderr, logging.Options{Level: *logLevel})
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"io"
 	"log/slog"
 	"net"
@@ -173,13 +172,7 @@ func TestSelfScrape(t *testing.T) {
 }
 
 func TestDefaultHTTPIsLoopback(t *testing.T) {
-	fs := flag.NewFlagSet("test", flag.ContinueOnError)
-	var f flags
-	f.register(fs)
-	if err := fs.Parse(nil); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := f.config(fs)
+	cfg, err := parseFlags(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

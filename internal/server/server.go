@@ -22,8 +22,10 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/vigil-hpc/vigil/internal/config"
 	"github.com/vigil-hpc/vigil/internal/httpsec"
 	"github.com/vigil-hpc/vigil/internal/ingest"
+	"github.com/vigil-hpc/vigil/internal/logging"
 	"github.com/vigil-hpc/vigil/internal/logs/logsvc"
 	"github.com/vigil-hpc/vigil/internal/logs/syslog"
 	"github.com/vigil-hpc/vigil/internal/query"
@@ -286,8 +288,6 @@ func (s *Server) Close() error {
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("vigil server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var f flags
-	f.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: vigil server [--config FILE] [--http ADDR] [--listen ADDR] [--data DIR] [flags]")
 		fmt.Fprintln(stderr, "\nStores samples and serves the Prometheus HTTP API (query, query_range, series,")
@@ -296,17 +296,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "--enable-remote-write-receiver; takes the samplers' or aggregators' stream on --listen.\n\nFlags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	cfg, err := f.config(fs)
+	c, err := config.ParseFlags(fs, args, "configuration file (TOML, [server] table); optional", FromFile)
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(stderr, f.logLevel)
+	cfg := *c
+	log, err := logging.New(stderr, cfg.Log)
 	if err != nil {
 		return err
 	}
@@ -335,12 +330,4 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	err = s.Serve(ctx, ln, streamLn)
 	log.Info("vigil server stopped", "err", err)
 	return err
-}
-
-func newLogger(w io.Writer, level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
-	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
