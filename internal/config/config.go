@@ -23,26 +23,26 @@ import (
 
 // Sampler is the [sampler] table.
 type Sampler struct {
-	Node     string           `toml:"node"`
-	Root     string           `toml:"root"`
+	Node     string            `toml:"node"`
+	Root     string            `toml:"root"`
 	Interval duration.Duration `toml:"interval"`
 	Offset   duration.Duration `toml:"offset"`
-	Listen   string           `toml:"listen"`
-	Plugins  []string         `toml:"plugins"`
-	Upstream []string         `toml:"upstream"`
+	Listen   string            `toml:"listen"`
+	Plugins  []string          `toml:"plugins"`
+	Upstream []string          `toml:"upstream"`
 }
 
 // Aggregator is the [aggregator] table.
 type Aggregator struct {
-	Name         string           `toml:"name"`
-	Listen       string           `toml:"listen"`
-	Upstream     []string         `toml:"upstream"`
-	HTTP         string           `toml:"http"`
-	Key          string           `toml:"key"`
+	Name         string            `toml:"name"`
+	Listen       string            `toml:"listen"`
+	Upstream     []string          `toml:"upstream"`
+	HTTP         string            `toml:"http"`
+	Key          string            `toml:"key"`
 	Interval     duration.Duration `toml:"interval"`
-	Children     []string         `toml:"children"`
-	ChildrenFile string           `toml:"children_file"`
-	BufferBytes  int              `toml:"buffer_bytes"`
+	Children     []string          `toml:"children"`
+	ChildrenFile string            `toml:"children_file"`
+	BufferBytes  int               `toml:"buffer_bytes"`
 }
 
 // sections holds the tables other packages own (e.g. [server]), registered

@@ -100,8 +100,8 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // MarshalText writes the duration as String does.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
-// String writes whole milliseconds in Prometheus units ("1d", "1h30m",
-// "0s") and anything finer as Go does ("1.5ms"); Parse reads both back.
+// String writes whole milliseconds in Prometheus units as
+// model.Duration does ("15d", "1w", "1h30m", "0s") and anything finer as Go does ("1.5ms"); Parse reads both back.
 func (d Duration) String() string {
 	v := time.Duration(d)
 	if v == 0 {
@@ -111,7 +111,12 @@ func (d Duration) String() string {
 		return v.String()
 	}
 	var sb strings.Builder
-	for _, u := range units {
+	for i, u := range units {
+		// Years and weeks only when exact, as Prometheus writes them:
+		// "90d" reads better than "12w6d".
+		if i < 2 && v%u.d != 0 {
+			continue
+		}
 		if n := v / u.d; n > 0 {
 			fmt.Fprintf(&sb, "%d%s", n, u.name)
 			v -= n * u.d

@@ -36,8 +36,11 @@ func TestStringRoundTrip(t *testing.T) {
 			t.Errorf("%v: String %q parses back as %v, %v", d, s, got, err)
 		}
 	}
-	if s := Duration(36 * time.Hour).String(); s != "1d12h" {
-		t.Errorf("36h writes %q, want 1d12h", s)
+	for d, want := range map[time.Duration]string{36 * time.Hour: "1d12h", 15 * 24 * time.Hour: "15d",
+		14 * 24 * time.Hour: "2w", 400 * 24 * time.Hour: "400d", 365 * 24 * time.Hour: "1y", 1500 * time.Microsecond: "1.5ms"} {
+		if s := Duration(d).String(); s != want {
+			t.Errorf("%v writes %q, want %q", d, s, want)
+		}
 	}
 }
 
