@@ -251,7 +251,11 @@ func (f *File) validate(data []byte) Errors {
 		for _, e := range split(err) {
 			var fe *FieldError
 			if errors.As(e, &fe) {
-				add(table, fe.Key, "%s.%s: %s", table, fe.Key, fe.Msg)
+				k := fe.Key
+				if lineOf(data, table, k) == 0 {
+					k = "" // e.g. an entry of an array of tables: its header
+				}
+				add(table, k, "%s.%s: %s", table, fe.Key, fe.Msg)
 			} else {
 				add(table, "", "%s: %v", table, e)
 			}

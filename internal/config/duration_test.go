@@ -62,12 +62,12 @@ max_backoff = "V"
 // with section and key.
 func TestRulesNameKey(t *testing.T) {
 	for data, want := range map[string]string{
-		"[sampler]\nnode = \"a\"\ninterval = \"0s\"\n":     "x.toml:3: sampler.interval: must be at least 1ms",
-		"[aggregator]\nname = \"a\"\ninterval = \"0s\"\n":  "x.toml:3: aggregator.interval: must be at least 1ms",
-		"[aggregator]\n\nbuffer_bytes = -1\n":              "x.toml:3: aggregator.buffer_bytes: must not be negative",
-		"[aggregator]\nhttp = \"7071\"\n":                  `x.toml:2: aggregator.http: "7071": want host:port`,
-		"[server]\ndata = \"/d\"\nlogs_max_bytes = -1\n":   "x.toml:3: server.logs_max_bytes: must not be negative",
-		"[sampler]\nplugins = [\"load\", \"load\"]\n":       `x.toml:2: sampler.plugins: "load" listed twice`,
+		"[sampler]\nnode = \"a\"\ninterval = \"0s\"\n":    "x.toml:3: sampler.interval: must be at least 1ms",
+		"[aggregator]\nname = \"a\"\ninterval = \"0s\"\n": "x.toml:3: aggregator.interval: must be at least 1ms",
+		"[aggregator]\n\nbuffer_bytes = -1\n":             "x.toml:3: aggregator.buffer_bytes: must not be negative",
+		"[aggregator]\nhttp = \"7071\"\n":                 `x.toml:2: aggregator.http: "7071": want host:port`,
+		"[server]\ndata = \"/d\"\nlogs_max_bytes = -1\n":  "x.toml:3: server.logs_max_bytes: must not be negative",
+		"[sampler]\nplugins = [\"load\", \"load\"]\n":     `x.toml:2: sampler.plugins: "load" listed twice`,
 		"[server]\n\n\nsyslog_tls = \"127.0.0.1:6514\"\n": "x.toml:4: server.syslog_tls: needs syslog_tls_cert",
 	} {
 		_, err := config.Parse("x.toml", []byte(data))

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"strings"
 	"time"
 
@@ -159,7 +160,7 @@ func (c Config) validate() error {
 	}
 	for i, rw := range c.remoteWrite() {
 		if err := rw.Validate(); err != nil {
-			errs = append(errs, config.Field("remote_write", "[%d]: %v", i, err))
+			errs = append(errs, &config.FieldError{Key: fmt.Sprintf("remote_write[%d]", i), Flag: "remote-write", Msg: err.Error()})
 		}
 	}
 	if err := c.Log.Validate(); err != nil {
