@@ -14,7 +14,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/vigil-hpc/vigil/internal/samplerd"
-	"github.com/vigil-hpc/vigil/internal/server"
 	"github.com/vigil-hpc/vigil/internal/simulate"
 )
 
@@ -80,7 +79,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	iv := interval.String()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		return server.Run(gctx, []string{"--http", httpBound, "--listen", wireAddr, "--data", dir,
+		return runServer(gctx, []string{"--http", httpBound, "--listen", wireAddr, "--data", dir,
 			"--syslog-tcp", syslogAddr, "--syslog-udp", syslogAddr,
 			"--interval", iv, "--log-level", *logLevel}, stdout, stderr)
 	})

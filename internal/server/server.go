@@ -6,7 +6,6 @@ package server
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -22,10 +21,8 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/vigil-hpc/vigil/internal/config"
 	"github.com/vigil-hpc/vigil/internal/httpsec"
 	"github.com/vigil-hpc/vigil/internal/ingest"
-	"github.com/vigil-hpc/vigil/internal/logging"
 	"github.com/vigil-hpc/vigil/internal/logs/logsvc"
 	"github.com/vigil-hpc/vigil/internal/logs/syslog"
 	"github.com/vigil-hpc/vigil/internal/query"
@@ -84,6 +81,12 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.httpm = httpsec.NewMetrics(s.reg)
 	s.streams, s.stopStreams = context.WithCancel(context.Background())
+	if err := httpsec.Validate(cfg.WebConfig); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.Data, 0o755); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
 	var groups map[string]string
 	if cfg.Topology != "" {
 		var err error
@@ -284,37 +287,11 @@ func (s *Server) Close() error {
 	return errors.Join(errs...)
 }
 
-// Run is `vigil server`.
-func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("vigil server", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: vigil server [--config FILE] [--http ADDR] [--listen ADDR] [--data DIR] [flags]")
-		fmt.Fprintln(stderr, "\nStores samples and serves the Prometheus HTTP API (query, query_range, series,")
-		fmt.Fprintln(stderr, "labels, metadata), the dashboard and /metrics on --http (loopback by default;")
-		fmt.Fprintln(stderr, "--web-config adds TLS and basic auth), remote write (POST /api/v1/write) with")
-		fmt.Fprintln(stderr, "--enable-remote-write-receiver; takes the samplers' or aggregators' stream on --listen.\n\nFlags:")
-		fs.PrintDefaults()
-	}
-	c, err := config.ParseFlags(fs, args, "configuration file (TOML, [server] table); optional", FromFile)
-	if err != nil {
-		return err
-	}
-	cfg := *c
-	log, err := logging.New(stderr, cfg.Log)
-	if err != nil {
-		return err
-	}
-	if err := httpsec.Validate(cfg.WebConfig); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(cfg.Data, 0o755); err != nil {
-		return fmt.Errorf("create data directory: %w", err)
-	}
-	s, err := New(cfg, log)
-	if err != nil {
-		return err
-	}
+// Run binds the HTTP listener (cfg.HTTP) and, if set, the stream
+// listener (cfg.Listen), and serves until ctx ends; the server is closed
+// when Run returns.
+func (s *Server) Run(ctx context.Context) error {
+	cfg, log := s.cfg, s.log
 	ln, err := net.Listen("tcp", cfg.HTTP)
 	if err != nil {
 		return errors.Join(fmt.Errorf("listen on --http %s: %w", cfg.HTTP, err), s.Close())
