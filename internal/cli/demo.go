@@ -13,7 +13,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/vigil-hpc/vigil/internal/samplerd"
 	"github.com/vigil-hpc/vigil/internal/simulate"
 )
 
@@ -98,7 +97,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	g.Go(func() error {
 		// This machine's real sampler; --gomaxprocs 0 leaves the demo
 		// process's thread count alone.
-		return samplerd.Run(gctx, []string{"--upstream", aggAddr, "--listen", "none", "--interval", iv,
+		return runSamplerHere(gctx, []string{"--upstream", aggAddr, "--listen", "none", "--interval", iv,
 			"--gomaxprocs", "0", "--log-level", *logLevel}, stdout, stderr)
 	})
 	if *nodes > 0 {

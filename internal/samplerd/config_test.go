@@ -1,6 +1,7 @@
 package samplerd
 
 import (
+	"context"
 	"flag"
 	"io"
 	"os"
@@ -11,12 +12,30 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/internal/config"
+	"github.com/vigil-hpc/vigil/internal/logging"
 )
 
 func parseFlags(args []string) (*Config, error) {
 	fs := flag.NewFlagSet("sampler", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	return config.ParseFlags(fs, args, configUsage, FromFile)
+	return config.ParseFlags(fs, args, ConfigUsage, FromFile)
+}
+
+// run starts the daemon from args as `vigil sampler` does.
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	c, err := parseFlags(args)
+	if err != nil {
+		return err
+	}
+	log, err := logging.New(stderr, c.Log)
+	if err != nil {
+		return err
+	}
+	d, err := New(c, log)
+	if err != nil {
+		return err
+	}
+	return d.Run(ctx)
 }
 
 // TestFlagsOverFile: a flag given overrides the file, the file overrides

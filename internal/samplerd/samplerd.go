@@ -65,9 +65,6 @@ func FromFile(f *config.File) *Config {
 	return &Config{Sampler: f.Sampler, File: f, GOMAXPROCS: 1, daemon: true}
 }
 
-// onceFromFile returns the settings of `vigil sample --once` in f.
-func onceFromFile(f *config.File) *Config { return &Config{Sampler: f.Sampler, File: f} }
-
 // RegisterFlags binds the flags to c's fields, their values as defaults.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Root, "root", c.Root, "root of /proc and /sys (default \"/\"; a fixture tree in tests)")
@@ -149,18 +146,11 @@ func Build(o *Options, log *slog.Logger, sink sampler.Sink) (*sampler.Scheduler,
 	return sampler.NewScheduler(insts, stats, log, sink)
 }
 
-// SampleOnce implements `vigil sample --once`.
-func SampleOnce(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("sample", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	c, err := config.ParseFlags(fs, args, configUsage, onceFromFile)
-	if err != nil {
-		return err
-	}
-	log, err := logging.New(stderr, c.Log)
-	if err != nil {
-		return err
-	}
+// OnceFromFile returns the settings of `vigil sample --once` in f.
+func OnceFromFile(f *config.File) *Config { return &Config{Sampler: f.Sampler, File: f} }
+
+// Once collects once and writes Prometheus text: `vigil sample --once`.
+func Once(ctx context.Context, c *Config, log *slog.Logger, stdout io.Writer) error {
 	o, err := c.options()
 	if err != nil {
 		return err
@@ -175,34 +165,31 @@ func SampleOnce(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return tw.Write(stdout, &b)
 }
 
-const configUsage = "configuration file (TOML); optional"
+// ConfigUsage is the help text of the sampler's --config.
+const ConfigUsage = "configuration file (TOML); optional"
 
-// Run implements `vigil sampler`: the node daemon.
-func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("sampler", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	c, err := config.ParseFlags(fs, args, configUsage, FromFile)
-	if err != nil {
-		return err
-	}
-	if c.SampleConfig {
-		_, err := io.WriteString(stdout, SampleConfig())
-		return err
-	}
+// Daemon is the node daemon, `vigil sampler`.
+type Daemon struct {
+	o         *Options
+	log       *slog.Logger
+	webConfig string
+	up        *wire.Client
+	s         *sampler.Scheduler
+}
+
+// New checks the settings that need files (web config, key), sets
+// GOMAXPROCS and initialises the plugins; nothing is bound yet.
+func New(c *Config, log *slog.Logger) (*Daemon, error) {
 	if c.GOMAXPROCS > 0 {
 		runtime.GOMAXPROCS(c.GOMAXPROCS)
 	}
-	log, err := logging.New(stderr, c.Log)
-	if err != nil {
-		return err
-	}
 	o, err := c.options()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if c.WebConfig != "" {
 		if _, err := lean.LoadWebConfig(c.WebConfig); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	// The upstream stream: each tick is encoded on the scheduler's
@@ -213,20 +200,27 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		var key []byte
 		if c.Key != "" {
 			if key, err = wire.LoadKey(c.Key); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		up, err = wire.NewClient(wire.ClientOptions{Addrs: o.Upstream, Key: key, Name: o.Node, Log: log})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		sink = up.Sink(o.Node)
 	}
 	s, err := Build(o, log, sink)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s.UseKernelTimer()
+	return &Daemon{o: o, log: log, webConfig: c.WebConfig, up: up, s: s}, nil
+}
+
+// Run serves /metrics, streams upstream and samples until ctx ends, then
+// closes the plugins.
+func (d *Daemon) Run(ctx context.Context) error {
+	o, log, up, s := d.o, d.log, d.up, d.s
 	log.Info("sampler starting", "version", buildinfo.Version, "node", o.Node, "root", kernfs.NewFS(o.Root).Root,
 		"interval", o.Interval, "plugins", strings.Join(o.Plugins, ","), "listen", o.Listen,
 		"upstream", strings.Join(o.Upstream, ","))
@@ -234,11 +228,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
+	var err error
 	errc := make(chan error, 2)
 	if o.Listen != "none" {
-		ln, err := net.Listen("tcp", o.Listen)
-		if err != nil {
-			return fmt.Errorf("listen for /metrics: %w", err)
+		ln, lerr := net.Listen("tcp", o.Listen)
+		if lerr != nil {
+			return errors.Join(fmt.Errorf("listen for /metrics: %w", lerr), s.Close())
 		}
 		wg.Add(1)
 		go func() {
@@ -246,7 +241,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			// A scrape needs a few connections; the cap keeps a flood of
 			// clients from costing the node memory.
 			if err := lean.Serve(ctx, ln, Handler(s, o.Node), lean.Options{
-				WebConfigFile: c.WebConfig, MaxConnections: 32, Logger: log.With("component", "http"),
+				WebConfigFile: d.webConfig, MaxConnections: 32, Logger: log.With("component", "http"),
 			}); err != nil {
 				errc <- err
 			}
