@@ -34,12 +34,20 @@ func (e *FieldError) flagName() string {
 	return strings.ReplaceAll(e.Key, "_", "-")
 }
 
-// split returns the errors joined in err, one level deep.
+// split returns the errors joined in err (errors.Join), flattened.
 func split(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
+	if err == nil {
+		return nil
 	}
-	return []error{err}
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, split(e)...)
+	}
+	return out
 }
 
 // Daemon is what each daemon's settings implement: flags bound to the

@@ -106,6 +106,13 @@ func TestFlagErrorsNameFlag(t *testing.T) {
 			t.Errorf("%s: err %v, want %q", args, err, want)
 		}
 	}
+	// Every error is reported, each naming its flag.
+	_, err := parseFlags([]string{"--upstream", "foo", "--plugins", "nope", "--log-level", "loud"})
+	for _, want := range []string{`--upstream: "foo"`, `--plugins: unknown plugin "nope"`, `--log-level "loud"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("three bad flags: err %v, want %q", err, want)
+		}
+	}
 	if _, err := parseFlags([]string{"--listen", "none"}); err != nil {
 		t.Errorf("--listen none: %v", err)
 	}
