@@ -84,9 +84,6 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if err := httpsec.Validate(cfg.WebConfig); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.Data, 0o755); err != nil {
-		return nil, fmt.Errorf("create data directory: %w", err)
-	}
 	var groups map[string]string
 	if cfg.Topology != "" {
 		var err error
@@ -107,6 +104,9 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("remote_write: %w", err)
 	}
 	s.rwOut = rwOut
+	if err := os.MkdirAll(cfg.Data, 0o755); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
 	st, err := store.Open(store.Options{
 		Dir:              cfg.Data,
 		Retention:        cfg.Retention.D(),
