@@ -13,8 +13,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/vigil-hpc/vigil/internal/samplerd"
-	"github.com/vigil-hpc/vigil/internal/server"
+	"github.com/vigil-hpc/vigil/internal/logging"
 	"github.com/vigil-hpc/vigil/internal/simulate"
 )
 
@@ -29,7 +28,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	data := fs.String("data", "", "data directory (default: a temporary one, removed on exit)")
 	httpAddr := fs.String("http", "127.0.0.1:9090", "dashboard and API address")
 	interval := fs.Duration("interval", time.Second, "sampling interval of every node")
-	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
+	logOpts := logging.Options{Level: "warn"}
+	logOpts.RegisterFlags(fs)
 	replay := fs.String("replay", "", "simulated nodes replay this recording (`vigil record`) instead of the synthetic model")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -80,9 +80,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	iv := interval.String()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		return server.Run(gctx, []string{"--http", httpBound, "--listen", wireAddr, "--data", dir,
+		return runServer(gctx, []string{"--http", httpBound, "--listen", wireAddr, "--data", dir,
 			"--syslog-tcp", syslogAddr, "--syslog-udp", syslogAddr,
-			"--interval", iv, "--log-level", *logLevel}, stdout, stderr)
+			"--interval", iv, "--log-level", logOpts.Level, "--log-format", logOpts.Format}, stdout, stderr)
 	})
 	// Dial the HTTP ports, not the wire ones (a bare connect would be logged
 	// as a failed handshake); each daemon binds its wire port first.
@@ -91,7 +91,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	g.Go(func() error {
 		return runAggregator(gctx, []string{"--name", "demo-agg", "--listen", aggAddr, "--upstream", wireAddr,
-			"--http", aggHTTP, "--interval", iv, "--log-level", *logLevel}, stdout, stderr)
+			"--http", aggHTTP, "--interval", iv, "--log-level", logOpts.Level, "--log-format", logOpts.Format}, stdout, stderr)
 	})
 	if err := waitListening(gctx, aggHTTP); err != nil {
 		return errors.Join(err, g.Wait())
@@ -99,11 +99,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	g.Go(func() error {
 		// This machine's real sampler; --gomaxprocs 0 leaves the demo
 		// process's thread count alone.
-		return samplerd.Run(gctx, []string{"--upstream", aggAddr, "--listen", "none", "--interval", iv,
-			"--gomaxprocs", "0", "--log-level", *logLevel}, stdout, stderr)
+		return runSamplerHere(gctx, []string{"--upstream", aggAddr, "--listen", "none", "--interval", iv,
+			"--gomaxprocs", "0", "--log-level", logOpts.Level, "--log-format", logOpts.Format}, stdout, stderr)
 	})
 	if *nodes > 0 {
-		simArgs := []string{"--nodes", strconv.Itoa(*nodes), "--upstream", aggAddr, "--interval", iv, "--log-level", *logLevel}
+		simArgs := []string{"--nodes", strconv.Itoa(*nodes), "--upstream", aggAddr, "--interval", iv, "--log-level", logOpts.Level, "--log-format", logOpts.Format}
 		if *replay != "" {
 			simArgs = append(simArgs, "--replay", *replay)
 		}

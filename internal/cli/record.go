@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/internal/config"
+	"github.com/vigil-hpc/vigil/internal/logging"
 	"github.com/vigil-hpc/vigil/internal/metric"
 	"github.com/vigil-hpc/vigil/internal/sampler"
 	"github.com/vigil-hpc/vigil/internal/samplerd"
@@ -33,7 +34,8 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	interval := fs.Duration("interval", time.Second, "sampling interval")
 	root := fs.String("root", "", "root of /proc and /sys (default \"/\")")
 	plugins := fs.String("plugins", "", "comma-separated plugins (default: the default set)")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	var logOpts logging.Options
+	logOpts.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -47,7 +49,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	case *duration < *interval:
 		return fmt.Errorf("record: --duration %s: shorter than one interval", *duration)
 	}
-	log, err := samplerd.NewLogger(stderr, *logLevel)
+	log, err := logging.New(stderr, logOpts)
 	if err != nil {
 		return err
 	}

@@ -2,18 +2,21 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"syscall"
 
+	"github.com/vigil-hpc/vigil/internal/config"
+	"github.com/vigil-hpc/vigil/internal/logging"
 	"github.com/vigil-hpc/vigil/internal/samplerd"
 )
 
 func init() {
 	register(Command{Name: "sampler", Summary: "run the node sampler daemon (serves /metrics)", Run: runSampler})
-	register(Command{Name: "sample", Summary: "collect once and print Prometheus text (--once)", Run: samplerd.SampleOnce})
+	register(Command{Name: "sample", Summary: "collect once and print Prometheus text (--once)", Run: runSample})
 }
 
 // runSampler hands over to bin/vigil-sampler when it sits beside this
@@ -31,5 +34,44 @@ func runSampler(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			}
 		}
 	}
-	return samplerd.Run(ctx, args, stdout, stderr)
+	return runSamplerHere(ctx, args, stdout, stderr)
+}
+
+// runSamplerHere runs the sampler in this process, with the same steps as
+// cmd/vigil-sampler (which cannot link this package).
+func runSamplerHere(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sampler", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c, err := config.ParseFlags(fs, args, samplerd.ConfigUsage, samplerd.FromFile)
+	if err != nil {
+		return err
+	}
+	if c.SampleConfig {
+		_, err := io.WriteString(stdout, samplerd.SampleConfig())
+		return err
+	}
+	log, err := logging.New(stderr, c.Log)
+	if err != nil {
+		return err
+	}
+	d, err := samplerd.New(c, log)
+	if err != nil {
+		return err
+	}
+	return d.Run(ctx)
+}
+
+// runSample is `vigil sample --once`.
+func runSample(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sample", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c, err := config.ParseFlags(fs, args, samplerd.ConfigUsage, samplerd.OnceFromFile)
+	if err != nil {
+		return err
+	}
+	log, err := logging.New(stderr, c.Log)
+	if err != nil {
+		return err
+	}
+	return samplerd.Once(ctx, c, log, stdout)
 }

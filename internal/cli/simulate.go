@@ -8,7 +8,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/vigil-hpc/vigil/internal/samplerd"
+	"github.com/vigil-hpc/vigil/internal/logging"
 	"github.com/vigil-hpc/vigil/internal/simulate"
 	"github.com/vigil-hpc/vigil/internal/wire"
 )
@@ -30,14 +30,15 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.IntVar(&o.CPUs, "cpus", 16, "cores per virtual node (16 gives about 320 values per tick)")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the simulated data")
 	replay := fs.String("replay", "", "replay this recording (from `vigil record`) on every node instead of the synthetic model")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	var logOpts logging.Options
+	logOpts.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	log, err := samplerd.NewLogger(stderr, *logLevel)
+	log, err := logging.New(stderr, logOpts)
 	if err != nil {
 		return err
 	}

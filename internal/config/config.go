@@ -17,31 +17,32 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/vigil-hpc/vigil/internal/duration"
 	"github.com/vigil-hpc/vigil/internal/sampler"
 )
 
 // Sampler is the [sampler] table.
 type Sampler struct {
-	Node     string           `toml:"node"`
-	Root     string           `toml:"root"`
-	Interval sampler.Duration `toml:"interval"`
-	Offset   sampler.Duration `toml:"offset"`
-	Listen   string           `toml:"listen"`
-	Plugins  []string         `toml:"plugins"`
-	Upstream []string         `toml:"upstream"`
+	Node     string            `toml:"node"`
+	Root     string            `toml:"root"`
+	Interval duration.Duration `toml:"interval"`
+	Offset   duration.Duration `toml:"offset"`
+	Listen   string            `toml:"listen"`
+	Plugins  []string          `toml:"plugins"`
+	Upstream []string          `toml:"upstream"`
 }
 
 // Aggregator is the [aggregator] table.
 type Aggregator struct {
-	Name         string           `toml:"name"`
-	Listen       string           `toml:"listen"`
-	Upstream     []string         `toml:"upstream"`
-	HTTP         string           `toml:"http"`
-	Key          string           `toml:"key"`
-	Interval     sampler.Duration `toml:"interval"`
-	Children     []string         `toml:"children"`
-	ChildrenFile string           `toml:"children_file"`
-	BufferBytes  int              `toml:"buffer_bytes"`
+	Name         string            `toml:"name"`
+	Listen       string            `toml:"listen"`
+	Upstream     []string          `toml:"upstream"`
+	HTTP         string            `toml:"http"`
+	Key          string            `toml:"key"`
+	Interval     duration.Duration `toml:"interval"`
+	Children     []string          `toml:"children"`
+	ChildrenFile string            `toml:"children_file"`
+	BufferBytes  int               `toml:"buffer_bytes"`
 }
 
 // sections holds the tables other packages own (e.g. [server]), registered
@@ -161,14 +162,14 @@ func Parse(name string, data []byte) (*File, error) {
 	}
 	topT := reflect.StructOf(topFields)
 	top := reflect.New(topT)
-	samp := &Sampler{Interval: sampler.Duration(time.Second)}
+	samp := &Sampler{Interval: duration.Duration(time.Second)}
 	top.Elem().Field(0).Set(reflect.ValueOf(samp))
 	plugins := reflect.New(pluginsT)
 	for i := range defaults {
 		plugins.Elem().Field(i).Set(reflect.ValueOf(defaults[i]))
 	}
 	top.Elem().Field(1).Set(plugins)
-	agg := &Aggregator{Interval: sampler.Duration(time.Second)}
+	agg := &Aggregator{Interval: duration.Duration(time.Second)}
 	top.Elem().Field(2).Set(reflect.ValueOf(agg))
 	for i, n := range secNames {
 		top.Elem().Field(3 + i).Set(reflect.ValueOf(secVals[n]))
@@ -241,63 +242,36 @@ func (f *File) validate(data []byte) Errors {
 	add := func(table, key, format string, args ...any) {
 		errs = append(errs, &Error{File: f.Name, Line: lineOf(data, table, key), Msg: fmt.Sprintf(format, args...)})
 	}
-	s := &f.Sampler
-	if s.Interval.D() < time.Millisecond {
-		add("sampler", "interval", "sampler.interval must be at least 1ms, got %s", s.Interval.D())
-	}
-	if s.Node != "" && !validNode(s.Node) {
-		add("sampler", "node", "sampler.node %q: want letters, digits, '-', '_' or '.'", s.Node)
-	}
-	if s.Listen != "" {
-		if _, _, err := net.SplitHostPort(s.Listen); err != nil {
-			add("sampler", "listen", "sampler.listen %q: want host:port (e.g. \":9100\")", s.Listen)
+	// section adds the errors of a section's Validate, at the line of the
+	// key each names (of the table header otherwise).
+	section := func(table string, err error) {
+		if err == nil {
+			return
 		}
-	}
-	for _, u := range s.Upstream {
-		if _, _, err := net.SplitHostPort(u); err != nil {
-			add("sampler", "upstream", "sampler.upstream %q: want host:port", u)
-		}
-	}
-	a := &f.Aggregator
-	for _, kv := range []struct{ key, v string }{{"listen", a.Listen}, {"http", a.HTTP}} {
-		if kv.v != "" {
-			if _, _, err := net.SplitHostPort(kv.v); err != nil {
-				add("aggregator", kv.key, "aggregator.%s %q: want host:port", kv.key, kv.v)
+		for _, e := range split(err) {
+			var fe *FieldError
+			if errors.As(e, &fe) {
+				k := fe.Key
+				if lineOf(data, table, k) == 0 {
+					k = "" // e.g. an entry of an array of tables: its header
+				}
+				add(table, k, "%s.%s: %s", table, fe.Key, fe.Msg)
+			} else {
+				add(table, "", "%s: %v", table, e)
 			}
 		}
 	}
-	for _, u := range a.Upstream {
-		if _, _, err := net.SplitHostPort(u); err != nil {
-			add("aggregator", "upstream", "aggregator.upstream %q: want host:port", u)
-		}
-	}
-	if a.Interval.D() < time.Millisecond {
-		add("aggregator", "interval", "aggregator.interval must be at least 1ms")
-	}
-	if a.BufferBytes < 0 {
-		add("aggregator", "buffer_bytes", "aggregator.buffer_bytes must not be negative")
-	}
+	section("sampler", f.Sampler.Validate())
+	section("aggregator", f.Aggregator.Validate())
 	for n, v := range f.Sections {
 		if val, ok := v.(interface{ Validate() error }); ok {
-			if err := val.Validate(); err != nil {
-				add(n, "", "%s: %v", n, err)
-			}
+			section(n, val.Validate())
 		}
-	}
-	seen := map[string]bool{}
-	for _, p := range s.Plugins {
-		if _, ok := sampler.Lookup(p); !ok {
-			add("sampler", "plugins", "sampler.plugins: unknown plugin %q (known: %s)", p, strings.Join(sampler.Names(), ", "))
-		}
-		if seen[p] {
-			add("sampler", "plugins", "sampler.plugins: %q listed twice", p)
-		}
-		seen[p] = true
 	}
 	for _, n := range sampler.Names() {
 		c := f.Plugins[n].CommonConfig()
 		if c.Interval != 0 && c.Interval.D() < time.Millisecond {
-			add("plugins."+n, "interval", "plugins.%s.interval must be at least 1ms, got %s", n, c.Interval.D())
+			add("plugins."+n, "interval", "plugins.%s.interval: must be at least 1ms, got %s", n, c.Interval.D())
 		}
 		if v, ok := f.Plugins[n].(interface{ Validate() error }); ok {
 			if err := v.Validate(); err != nil {
@@ -306,6 +280,62 @@ func (f *File) validate(data []byte) Errors {
 		}
 	}
 	return errs
+}
+
+// Validate checks the [sampler] settings, from the file or flags.
+func (s *Sampler) Validate() error {
+	var errs []error
+	if s.Interval.D() < time.Millisecond {
+		errs = append(errs, Field("interval", "must be at least 1ms, got %s", s.Interval.D()))
+	}
+	if s.Node != "" && !validNode(s.Node) {
+		errs = append(errs, Field("node", "%q: want letters, digits, '-', '_' or '.'", s.Node))
+	}
+	if s.Listen != "" && s.Listen != "none" {
+		if _, _, err := net.SplitHostPort(s.Listen); err != nil {
+			errs = append(errs, Field("listen", "%q: want host:port (e.g. \":9100\") or \"none\"", s.Listen))
+		}
+	}
+	for _, u := range s.Upstream {
+		if _, _, err := net.SplitHostPort(u); err != nil {
+			errs = append(errs, Field("upstream", "%q: want host:port", u))
+		}
+	}
+	seen := map[string]bool{}
+	for _, p := range s.Plugins {
+		if _, ok := sampler.Lookup(p); !ok {
+			errs = append(errs, Field("plugins", "unknown plugin %q (known: %s)", p, strings.Join(sampler.Names(), ", ")))
+		}
+		if seen[p] {
+			errs = append(errs, Field("plugins", "%q listed twice", p))
+		}
+		seen[p] = true
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks the [aggregator] settings, from the file or flags.
+func (a *Aggregator) Validate() error {
+	var errs []error
+	for _, kv := range []struct{ key, v string }{{"listen", a.Listen}, {"http", a.HTTP}} {
+		if kv.v != "" && kv.v != "none" {
+			if _, _, err := net.SplitHostPort(kv.v); err != nil {
+				errs = append(errs, Field(kv.key, "%q: want host:port", kv.v))
+			}
+		}
+	}
+	for _, u := range a.Upstream {
+		if _, _, err := net.SplitHostPort(u); err != nil {
+			errs = append(errs, Field("upstream", "%q: want host:port", u))
+		}
+	}
+	if a.Interval.D() < time.Millisecond {
+		errs = append(errs, Field("interval", "must be at least 1ms, got %s", a.Interval.D()))
+	}
+	if a.BufferBytes < 0 {
+		errs = append(errs, Field("buffer_bytes", "must not be negative"))
+	}
+	return errors.Join(errs...)
 }
 
 func validNode(s string) bool {

@@ -42,10 +42,10 @@ func TestBad(t *testing.T) {
 		"unknown_plugin_key.bad.toml": `unknown_plugin_key.bad.toml:4:1: unknown key "plugins.load.colour"`,
 		"bad_duration.bad.toml":       `bad_duration.bad.toml:2:`,
 		"unknown_plugin.bad.toml":     `unknown_plugin.bad.toml:2: sampler.plugins: unknown plugin "nosuch"`,
-		"bad_listen.bad.toml":         `bad_listen.bad.toml:2: sampler.listen "9100"`,
+		"bad_listen.bad.toml":         `bad_listen.bad.toml:2: sampler.listen: "9100"`,
 		"syntax.bad.toml":             `syntax.bad.toml:1:`,
 		"wrong_type.bad.toml":         `wrong_type.bad.toml:2:`,
-		"tiny_interval.bad.toml":      `tiny_interval.bad.toml:2: sampler.interval must be at least 1ms`,
+		"tiny_interval.bad.toml":      `tiny_interval.bad.toml:2: sampler.interval: must be at least 1ms`,
 	}
 	files, _ := filepath.Glob("testdata/*.bad.toml")
 	if len(files) != len(want) {

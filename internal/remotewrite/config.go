@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/prometheus/common/model"
+	"github.com/vigil-hpc/vigil/internal/duration"
 )
 
 // Defaults of Config fields left zero.
@@ -90,25 +90,6 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Duration accepts Prometheus ("30s", "5m") or Go ("1.5s") durations in
-// TOML. It repeats server.Duration because package server imports this one.
-type Duration time.Duration
-
-// UnmarshalText parses a duration.
-func (d *Duration) UnmarshalText(b []byte) error {
-	if v, err := model.ParseDuration(string(b)); err == nil {
-		*d = Duration(v)
-		return nil
-	}
-	if v, err := time.ParseDuration(string(b)); err == nil && v >= 0 {
-		*d = Duration(v)
-		return nil
-	}
-	return fmt.Errorf("invalid duration %q (want e.g. \"30s\" or \"5m\")", b)
-}
-
-// MarshalText writes the duration as Prometheus does.
-func (d Duration) MarshalText() ([]byte, error) { return []byte(model.Duration(d).String()), nil }
-
-// D returns the time.Duration.
-func (d Duration) D() time.Duration { return time.Duration(d) }
+// Duration is the one duration type of vigil.toml (Go or Prometheus
+// syntax: "1.5s", "5m").
+type Duration = duration.Duration

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/internal/metric"
+	"github.com/vigil-hpc/vigil/internal/remotewrite"
 	"github.com/vigil-hpc/vigil/internal/server"
 	"github.com/vigil-hpc/vigil/internal/testutil"
 	"github.com/vigil-hpc/vigil/internal/wire"
@@ -147,8 +148,15 @@ func TestPrometheus(t *testing.T) {
 	var vlog lockedBuffer
 	done := make(chan error, 1)
 	go func() {
-		done <- server.Run(ctx, []string{"--http", httpAddr, "--listen", streamAddr, "--data", t.TempDir(),
-			"--log-level", "debug", "--remote-write", prom + "/api/v1/write"}, io.Discard, &vlog)
+		cfg := server.DefaultConfig()
+		cfg.HTTP, cfg.Listen, cfg.Data = httpAddr, streamAddr, t.TempDir()
+		cfg.RemoteWrite = &[]remotewrite.Config{{URL: prom + "/api/v1/write"}}
+		s, err := server.New(cfg, slog.New(slog.NewTextHandler(&vlog, &slog.HandlerOptions{Level: slog.LevelDebug})))
+		if err != nil {
+			done <- err
+			return
+		}
+		done <- s.Run(ctx)
 	}()
 	defer func() {
 		cancel()

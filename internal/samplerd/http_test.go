@@ -27,8 +27,8 @@ func TestWebConfig(t *testing.T) {
 	done := make(chan error, 1)
 	var stderr bytes.Buffer
 	go func() {
-		done <- Run(ctx, []string{"--root", fixture, "--node", "n1", "--plugins", "load", "--interval", "100ms",
-			"--listen", addr, "--web-config", file, "--gomaxprocs", "0", "--log-level", "warn"}, io.Discard, &stderr)
+		done <- run(ctx, []string{"--root", fixture, "--node", "n1", "--plugins", "load", "--interval", "100ms",
+			"--listen", addr, "--web-config", file, "--gomaxprocs", "0", "--log-level", "warn"}, &stderr)
 	}()
 	defer func() {
 		cancel()
@@ -66,8 +66,8 @@ func TestWebConfig(t *testing.T) {
 }
 
 func TestWebConfigInvalid(t *testing.T) {
-	err := Run(context.Background(), []string{"--root", fixture, "--listen", "127.0.0.1:0", "--web-config", "/nonexistent/web.yml", "--gomaxprocs", "0"},
-		io.Discard, io.Discard)
+	err := run(context.Background(), []string{"--root", fixture, "--listen", "127.0.0.1:0", "--web-config", "/nonexistent/web.yml", "--gomaxprocs", "0"},
+		io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "web config") {
 		t.Fatalf("Run with a missing web config = %v, want a web config error", err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/vigil-hpc/vigil/internal/config"
 	"github.com/vigil-hpc/vigil/internal/httpsec/lean"
 	"github.com/vigil-hpc/vigil/internal/kernfs"
+	"github.com/vigil-hpc/vigil/internal/logging"
 	"github.com/vigil-hpc/vigil/internal/metric"
 	"github.com/vigil-hpc/vigil/internal/sampler"
 	_ "github.com/vigil-hpc/vigil/internal/sampler/plugins/all" // link every plugin
@@ -43,114 +44,68 @@ type Options struct {
 	Upstream []string
 }
 
-type flags struct {
-	config, root, plugins, listen, node, upstream, key, logLevel string
-	interval, offset                                             time.Duration
-	sampleConfig, once                                           bool
-	gomaxprocs                                                   int
-	webConfig                                                    string
+// Config is the sampler's settings: the [sampler] table, then the flags
+// given on the command line (config.ParseFlags).
+type Config struct {
+	config.Sampler
+	// File holds the plugins' tables.
+	File *config.File
+	// Flag-only settings.
+	Key          string
+	WebConfig    string
+	GOMAXPROCS   int
+	SampleConfig bool
+	Log          logging.Options
+	daemon       bool // the node daemon's flags, not `vigil sample`'s
+	once         bool
 }
 
-func (f *flags) register(fs *flag.FlagSet, daemon bool) {
-	fs.StringVar(&f.config, "config", "", "configuration file (TOML); optional")
-	fs.StringVar(&f.root, "root", "", "root of /proc and /sys (default \"/\"; a fixture tree in tests)")
-	fs.StringVar(&f.plugins, "plugins", "", "comma-separated plugins to run (default: the config's list, else the default set)")
-	fs.StringVar(&f.node, "node", "", "value of the node label (default: host name)")
-	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	if daemon {
-		fs.DurationVar(&f.interval, "interval", 0, "sampling interval (default 1s)")
-		fs.DurationVar(&f.offset, "offset", -1, "offset of ticks from wall-clock multiples of the interval")
-		fs.StringVar(&f.listen, "listen", "", "serve /metrics on this address (default "+DefaultListen+"; \"none\" disables)")
-		fs.StringVar(&f.upstream, "upstream", "", "aggregators to stream to, host:port[,host:port] in failover order")
-		fs.StringVar(&f.key, "key", "", "shared key file for the upstream handshake (none: the upstream must be on loopback)")
-		fs.StringVar(&f.webConfig, "web-config", "", "Prometheus web configuration file for /metrics: TLS, bcrypt basic auth, client certificates")
-		fs.BoolVar(&f.sampleConfig, "sample-config", false, "print a commented default configuration and exit")
-		fs.IntVar(&f.gomaxprocs, "gomaxprocs", 1, "OS threads running Go code; 1 keeps jitter on the node low")
-	} else {
-		fs.BoolVar(&f.once, "once", false, "collect once and print (the only mode)")
-	}
+// FromFile returns the settings of the node daemon in f.
+func FromFile(f *config.File) *Config {
+	return &Config{Sampler: f.Sampler, File: f, GOMAXPROCS: 1, daemon: true}
 }
 
-// NewLogger builds the process logger.
-func NewLogger(w io.Writer, level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+// RegisterFlags binds the flags to c's fields, their values as defaults.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Root, "root", c.Root, "root of /proc and /sys (default \"/\"; a fixture tree in tests)")
+	fs.Var(config.NewList(&c.Plugins), "plugins", "comma-separated plugins to run (default: the config's list, else the default set)")
+	fs.StringVar(&c.Node, "node", c.Node, "value of the node label (default: host name)")
+	c.Log.RegisterFlags(fs)
+	if !c.daemon {
+		fs.BoolVar(&c.once, "once", false, "collect once and print (the only mode)")
+		return
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+	fs.Var(&c.Interval, "interval", "sampling interval")
+	fs.Var(&c.Offset, "offset", "offset of ticks from wall-clock multiples of the interval")
+	fs.StringVar(&c.Listen, "listen", c.Listen, "serve /metrics on this address (default "+DefaultListen+"; \"none\" disables)")
+	fs.Var(config.NewList(&c.Upstream), "upstream", "aggregators to stream to, host:port[,host:port] in failover order")
+	fs.StringVar(&c.Key, "key", c.Key, "shared key file for the upstream handshake (none: the upstream must be on loopback)")
+	fs.StringVar(&c.WebConfig, "web-config", c.WebConfig, "Prometheus web configuration file for /metrics: TLS, bcrypt basic auth, client certificates")
+	fs.BoolVar(&c.SampleConfig, "sample-config", false, "print a commented default configuration and exit")
+	fs.IntVar(&c.GOMAXPROCS, "gomaxprocs", c.GOMAXPROCS, "OS threads running Go code; 1 keeps jitter on the node low")
 }
 
-func (f *flags) options(fs *flag.FlagSet) (*Options, error) {
-	cfg := config.Defaults()
-	if f.config != "" {
-		c, err := config.Load(f.config)
-		if err != nil {
-			return nil, err
-		}
-		cfg = c
-	}
+// Validate checks the settings; the [sampler] rules are config.Sampler's.
+func (c *Config) Validate() error { return errors.Join(c.Sampler.Validate(), c.Log.Validate()) }
+
+// options resolves what is left unset: the listen address, the plugins
+// and the node name.
+func (c *Config) options() (*Options, error) {
 	o := &Options{
-		Config:   cfg,
-		Node:     cfg.Sampler.Node,
-		Root:     cfg.Sampler.Root,
-		Interval: cfg.Sampler.Interval.D(),
-		Offset:   cfg.Sampler.Offset.D(),
-		Plugins:  cfg.Sampler.Plugins,
-		Listen:   cfg.Sampler.Listen,
-		Upstream: cfg.Sampler.Upstream,
-	}
-	set := map[string]bool{}
-	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-	if set["root"] {
-		o.Root = f.root
-	}
-	if set["node"] {
-		o.Node = f.node
-	}
-	if set["interval"] {
-		if f.interval < time.Millisecond {
-			return nil, fmt.Errorf("--interval %s: must be at least 1ms", f.interval)
-		}
-		o.Interval = f.interval
-	}
-	if set["offset"] {
-		if f.offset < 0 {
-			return nil, fmt.Errorf("--offset %s: must not be negative", f.offset)
-		}
-		o.Offset = f.offset
-	}
-	if set["plugins"] {
-		o.Plugins = nil
-		for _, p := range strings.Split(f.plugins, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				o.Plugins = append(o.Plugins, p)
-			}
-		}
-	}
-	if set["listen"] {
-		o.Listen = f.listen
-	}
-	if set["upstream"] {
-		o.Upstream = nil
-		for _, u := range strings.Split(f.upstream, ",") {
-			if u = strings.TrimSpace(u); u != "" {
-				if _, _, err := net.SplitHostPort(u); err != nil {
-					return nil, fmt.Errorf("--upstream %q: want host:port", u)
-				}
-				o.Upstream = append(o.Upstream, u)
-			}
-		}
+		Config:   c.File,
+		Node:     c.Node,
+		Root:     c.Root,
+		Interval: c.Interval.D(),
+		Offset:   c.Offset.D(),
+		Plugins:  c.Plugins,
+		Listen:   c.Listen,
+		Upstream: c.Upstream,
 	}
 	if o.Listen == "" {
 		o.Listen = DefaultListen
 	}
 	if len(o.Plugins) == 0 {
 		o.Plugins = sampler.DefaultNames()
-	}
-	for _, p := range o.Plugins {
-		if _, ok := sampler.Lookup(p); !ok {
-			return nil, fmt.Errorf("unknown plugin %q (known: %s)", p, strings.Join(sampler.Names(), ", "))
-		}
 	}
 	if o.Node == "" {
 		h, err := os.Hostname()
@@ -191,23 +146,12 @@ func Build(o *Options, log *slog.Logger, sink sampler.Sink) (*sampler.Scheduler,
 	return sampler.NewScheduler(insts, stats, log, sink)
 }
 
-// SampleOnce implements `vigil sample --once`.
-func SampleOnce(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("sample", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var f flags
-	f.register(fs, false)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("sample: unexpected argument %q", fs.Arg(0))
-	}
-	log, err := NewLogger(stderr, f.logLevel)
-	if err != nil {
-		return err
-	}
-	o, err := f.options(fs)
+// OnceFromFile returns the settings of `vigil sample --once` in f.
+func OnceFromFile(f *config.File) *Config { return &Config{Sampler: f.Sampler, File: f} }
+
+// Once collects once and writes Prometheus text: `vigil sample --once`.
+func Once(ctx context.Context, c *Config, log *slog.Logger, stdout io.Writer) error {
+	o, err := c.options()
 	if err != nil {
 		return err
 	}
@@ -221,36 +165,31 @@ func SampleOnce(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return tw.Write(stdout, &b)
 }
 
-// Run implements `vigil sampler`: the node daemon.
-func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("sampler", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var f flags
-	f.register(fs, true)
-	if err := fs.Parse(args); err != nil {
-		return err
+// ConfigUsage is the help text of the sampler's --config.
+const ConfigUsage = "configuration file (TOML); optional"
+
+// Daemon is the node daemon, `vigil sampler`.
+type Daemon struct {
+	o         *Options
+	log       *slog.Logger
+	webConfig string
+	up        *wire.Client
+	s         *sampler.Scheduler
+}
+
+// New checks the settings that need files (web config, key), sets
+// GOMAXPROCS and initialises the plugins; nothing is bound yet.
+func New(c *Config, log *slog.Logger) (*Daemon, error) {
+	if c.GOMAXPROCS > 0 {
+		runtime.GOMAXPROCS(c.GOMAXPROCS)
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("sampler: unexpected argument %q", fs.Arg(0))
-	}
-	if f.sampleConfig {
-		_, err := io.WriteString(stdout, SampleConfig())
-		return err
-	}
-	if f.gomaxprocs > 0 {
-		runtime.GOMAXPROCS(f.gomaxprocs)
-	}
-	log, err := NewLogger(stderr, f.logLevel)
+	o, err := c.options()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	o, err := f.options(fs)
-	if err != nil {
-		return err
-	}
-	if f.webConfig != "" {
-		if _, err := lean.LoadWebConfig(f.webConfig); err != nil {
-			return err
+	if c.WebConfig != "" {
+		if _, err := lean.LoadWebConfig(c.WebConfig); err != nil {
+			return nil, err
 		}
 	}
 	// The upstream stream: each tick is encoded on the scheduler's
@@ -259,22 +198,29 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var sink sampler.Sink
 	if len(o.Upstream) > 0 {
 		var key []byte
-		if f.key != "" {
-			if key, err = wire.LoadKey(f.key); err != nil {
-				return err
+		if c.Key != "" {
+			if key, err = wire.LoadKey(c.Key); err != nil {
+				return nil, err
 			}
 		}
 		up, err = wire.NewClient(wire.ClientOptions{Addrs: o.Upstream, Key: key, Name: o.Node, Log: log})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		sink = up.Sink(o.Node)
 	}
 	s, err := Build(o, log, sink)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s.UseKernelTimer()
+	return &Daemon{o: o, log: log, webConfig: c.WebConfig, up: up, s: s}, nil
+}
+
+// Run serves /metrics, streams upstream and samples until ctx ends, then
+// closes the plugins.
+func (d *Daemon) Run(ctx context.Context) error {
+	o, log, up, s := d.o, d.log, d.up, d.s
 	log.Info("sampler starting", "version", buildinfo.Version, "node", o.Node, "root", kernfs.NewFS(o.Root).Root,
 		"interval", o.Interval, "plugins", strings.Join(o.Plugins, ","), "listen", o.Listen,
 		"upstream", strings.Join(o.Upstream, ","))
@@ -282,11 +228,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
+	var err error
 	errc := make(chan error, 2)
 	if o.Listen != "none" {
-		ln, err := net.Listen("tcp", o.Listen)
-		if err != nil {
-			return fmt.Errorf("listen for /metrics: %w", err)
+		ln, lerr := net.Listen("tcp", o.Listen)
+		if lerr != nil {
+			return errors.Join(fmt.Errorf("listen for /metrics: %w", lerr), s.Close())
 		}
 		wg.Add(1)
 		go func() {
@@ -294,7 +241,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			// A scrape needs a few connections; the cap keeps a flood of
 			// clients from costing the node memory.
 			if err := lean.Serve(ctx, ln, Handler(s, o.Node), lean.Options{
-				WebConfigFile: f.webConfig, MaxConnections: 32, Logger: log.With("component", "http"),
+				WebConfigFile: d.webConfig, MaxConnections: 32, Logger: log.With("component", "http"),
 			}); err != nil {
 				errc <- err
 			}

@@ -7,7 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/common/model"
+	"github.com/vigil-hpc/vigil/internal/duration"
+	"github.com/vigil-hpc/vigil/internal/logging"
 
 	"github.com/vigil-hpc/vigil/internal/config"
 	"github.com/vigil-hpc/vigil/internal/remotewrite"
@@ -96,6 +97,9 @@ type Config struct {
 	// remote-write endpoints (issue 4; package remotewrite). A pointer
 	// keeps Config comparable with ==.
 	RemoteWrite *[]remotewrite.Config `toml:"remote_write"`
+
+	// Log is set by flags only.
+	Log logging.Options `toml:"-"`
 }
 
 func init() {
@@ -115,34 +119,9 @@ func DefaultConfig() Config {
 	}
 }
 
-// Duration accepts Prometheus durations ("15d", "2h30m") in TOML.
-type Duration time.Duration
-
-// UnmarshalText parses a Prometheus duration ("15d") or a Go one ("1.5s",
-// what time.Duration.String writes).
-func (d *Duration) UnmarshalText(b []byte) error {
-	if v, err := model.ParseDuration(string(b)); err == nil {
-		*d = Duration(v)
-		return nil
-	}
-	if v, err := time.ParseDuration(string(b)); err == nil && v >= 0 {
-		*d = Duration(v)
-		return nil
-	}
-	return fmt.Errorf("invalid duration %q (want e.g. \"30s\", \"2h\" or \"15d\")", b)
-}
-
-// MarshalText writes the duration as Prometheus does.
-func (d Duration) MarshalText() ([]byte, error) { return []byte(model.Duration(d).String()), nil }
-
-// D returns the time.Duration.
-func (d Duration) D() time.Duration { return time.Duration(d) }
-
-// String and Set make Duration a flag.Value.
-func (d *Duration) String() string { return model.Duration(*d).String() }
-
-// Set parses a flag value.
-func (d *Duration) Set(s string) error { return d.UnmarshalText([]byte(s)) }
+// Duration is the one duration type of vigil.toml and the flags (Go or
+// Prometheus syntax: "1.5s", "15d").
+type Duration = duration.Duration
 
 // LoadConfig reads the [server] table of path strictly (unknown keys are
 // errors) and ignores the other tables, which belong to other daemons.
@@ -157,42 +136,47 @@ func LoadConfig(path string) (Config, error) {
 func (c Config) validate() error {
 	var errs []error
 	if c.HTTP == "" {
-		errs = append(errs, errors.New("http: empty address"))
+		errs = append(errs, config.Field("http", "empty address"))
 	}
 	if c.Data == "" {
-		errs = append(errs, errors.New("data: empty directory"))
+		errs = append(errs, config.Field("data", "empty directory"))
 	}
 	for _, v := range []struct {
-		key string
-		n   int64
+		key, flag string
+		n         int64
 	}{
-		{"interval", int64(c.Interval)}, {"retention", int64(c.Retention)}, {"retention_bytes", c.RetentionBytes},
-		{"out_of_order_window", int64(c.OutOfOrderWindow)}, {"max_future", int64(c.MaxFuture)}, {"rollup_retention", int64(c.RollupRetention)}, {"query_timeout", int64(c.QueryTimeout)},
-		{"query_max_samples", int64(c.QueryMaxSamples)}, {"query_max_concurrent", int64(c.QueryMaxConcurrent)},
-		{"query_max_queued", int64(c.QueryMaxQueued)}, {"query_max_length", int64(c.QueryMaxLength)}, {"query_max_results", int64(c.QueryMaxResults)},
+		{"interval", "", int64(c.Interval)}, {"retention", "", int64(c.Retention)}, {"retention_bytes", "", c.RetentionBytes},
+		{"out_of_order_window", "", int64(c.OutOfOrderWindow)}, {"max_future", "", int64(c.MaxFuture)}, {"rollup_retention", "", int64(c.RollupRetention)}, {"query_timeout", "", int64(c.QueryTimeout)},
+		{"query_max_samples", "", int64(c.QueryMaxSamples)}, {"query_max_concurrent", "query-max-concurrency", int64(c.QueryMaxConcurrent)},
+		{"query_max_queued", "", int64(c.QueryMaxQueued)}, {"query_max_length", "", int64(c.QueryMaxLength)}, {"query_max_results", "", int64(c.QueryMaxResults)},
+		{"logs_retention", "", int64(c.LogsRetention)}, {"logs_max_bytes", "", c.LogsMaxBytes},
 	} {
 		if v.n < 0 {
-			errs = append(errs, fmt.Errorf("%s: must not be negative", v.key))
+			errs = append(errs, &config.FieldError{Key: v.key, Flag: v.flag, Msg: "must not be negative"})
 		}
 	}
 	if c.SyslogTLS != "" && (c.SyslogTLSCert == "" || c.SyslogTLSKey == "") {
-		errs = append(errs, errors.New("syslog_tls needs syslog_tls_cert and syslog_tls_key"))
-	}
-	if c.LogsRetention < 0 || c.LogsMaxBytes < 0 {
-		errs = append(errs, errors.New("logs_retention and logs_max_bytes must not be negative"))
+		errs = append(errs, config.Field("syslog_tls", "needs syslog_tls_cert and syslog_tls_key (--syslog-tls-cert, --syslog-tls-key)"))
 	}
 	for i, rw := range c.remoteWrite() {
 		if err := rw.Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("remote_write[%d]: %w", i, err))
+			errs = append(errs, &config.FieldError{Key: fmt.Sprintf("remote_write[%d]", i), Flag: "remote-write", Msg: err.Error()})
 		}
+	}
+	if err := c.Log.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
-type flags struct {
-	configFile, logLevel string
-	cfg                  Config
-	remoteWrite          remoteWriteFlag
+// FromFile returns the [server] settings of f.
+func FromFile(f *config.File) *Config {
+	if c, ok := f.Sections["server"].(*Config); ok {
+		cp := *c
+		return &cp
+	}
+	c := DefaultConfig()
+	return &c
 }
 
 // remoteWrite returns the remote-write destinations (none if unset).
@@ -203,125 +187,64 @@ func (c Config) remoteWrite() []remotewrite.Config {
 	return *c.RemoteWrite
 }
 
-// remoteWriteFlag collects --remote-write URLs, repeated or comma-separated.
-type remoteWriteFlag []string
+// remoteWriteFlag collects --remote-write URLs, repeated or comma-separated;
+// the first replaces the file's remote_write.
+type remoteWriteFlag struct {
+	p   **[]remotewrite.Config
+	set bool
+}
 
-func (f *remoteWriteFlag) String() string { return strings.Join(*f, ",") }
+func (f *remoteWriteFlag) String() string {
+	if f.p == nil || *f.p == nil {
+		return ""
+	}
+	var urls []string
+	for _, rw := range **f.p {
+		urls = append(urls, rw.URL)
+	}
+	return strings.Join(urls, ",")
+}
 
 func (f *remoteWriteFlag) Set(s string) error {
+	if !f.set {
+		*f.p = &[]remotewrite.Config{}
+		f.set = true
+	}
 	for _, u := range strings.Split(s, ",") {
 		if u = strings.TrimSpace(u); u != "" {
-			*f = append(*f, u)
+			**f.p = append(**f.p, remotewrite.Config{URL: u})
 		}
 	}
 	return nil
 }
 
-func (f *flags) register(fs *flag.FlagSet) {
-	d := DefaultConfig()
-	fs.StringVar(&f.configFile, "config", "", "configuration file (TOML, [server] table); optional")
-	fs.StringVar(&f.cfg.HTTP, "http", d.HTTP, "serve the HTTP API (Prometheus API v1, dashboard, /metrics) on this address")
-	fs.StringVar(&f.cfg.WebConfig, "web-config", "", "Prometheus web configuration file: TLS, bcrypt basic auth, client certificates (default: plain HTTP, no auth)")
-	fs.BoolVar(&f.cfg.EnableRemoteWriteReceiver, "enable-remote-write-receiver", false, "store what is POSTed to /api/v1/write (Prometheus remote write 1.0)")
-	fs.StringVar(&f.cfg.Listen, "listen", "", "accept the aggregators' or samplers' stream on this address (default: off)")
-	fs.StringVar(&f.cfg.KeyFile, "key", "", "shared key file of the stream (default: none, loopback peers only)")
-	fs.StringVar(&f.cfg.KeyFile, "key-file", "", "same as --key")
-	fs.StringVar(&f.cfg.SyslogUDP, "syslog-udp", "", "receive syslog (RFC 3164/5424) over UDP on this address (default: off)")
-	fs.StringVar(&f.cfg.SyslogTCP, "syslog-tcp", "", "receive syslog over TCP (newline or octet-counted) on this address (default: off)")
-	fs.StringVar(&f.cfg.SyslogTLS, "syslog-tls", "", "receive syslog over TLS on this address (needs --syslog-tls-cert/-key)")
-	fs.StringVar(&f.cfg.SyslogTLSCert, "syslog-tls-cert", "", "PEM certificate for --syslog-tls")
-	fs.StringVar(&f.cfg.SyslogTLSKey, "syslog-tls-key", "", "PEM key for --syslog-tls")
-	fs.StringVar(&f.cfg.SyslogRELP, "syslog-relp", "", "receive syslog over RELP (rsyslog omrelp; acknowledged once stored) on this address (default: off)")
-	fs.StringVar(&f.cfg.Topology, "topology", "", "file of \"GROUP: host-list\" lines grouping nodes into racks for the dashboard")
-	fs.Var(&f.cfg.LogsRetention, "logs-retention", "drop log messages older than this (default: keep)")
-	f.cfg.Interval = d.Interval
-	fs.Var(&f.cfg.Interval, "interval", "the nodes' sampling interval; silent for 3 of them means down")
-	fs.StringVar(&f.cfg.Data, "data", d.Data, "data directory (blocks and WAL)")
-	f.cfg.Retention = d.Retention
-	fs.Var(&f.cfg.Retention, "retention", "drop data older than this (e.g. 15d)")
-	fs.Var(&f.cfg.RollupRetention, "rollup-retention", "keep 1-minute rollups this long (default 400d)")
-	fs.BoolVar(&f.cfg.DisableRollups, "disable-rollups", false, "keep no 1-minute rollups; queries see raw data only")
-	fs.Var(&f.cfg.MaxFuture, "max-future", "refuse samples more than this ahead of the server's clock; nodes whose clocks are off by more are flagged clock skew (default 10m)")
-	fs.Int64Var(&f.cfg.RetentionBytes, "retention-bytes", 0, "drop oldest blocks beyond this many bytes (0: no limit)")
-	fs.Int64Var(&f.cfg.MinFreeBytes, "min-free-bytes", 0, "stop storing, read-only, while the data directory's file system has less free (0: 128 MiB; negative: no check)")
-	fs.Var(&f.cfg.QueryTimeout, "query-timeout", "maximum time one query may take (default 2m)")
-	fs.IntVar(&f.cfg.QueryMaxSamples, "query-max-samples", 0, "maximum samples one query may load (default 50000000)")
-	fs.IntVar(&f.cfg.QueryMaxConcurrent, "query-max-concurrency", 0, "maximum heavy queries evaluated at once (default: the number of cores)")
-	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.Var(&f.remoteWrite, "remote-write", "also send what the tree streams in (--listen) to this Prometheus remote-write URL (repeatable or comma list; replaces the file's remote_write)")
-}
-
-// config merges defaults, the file and the flags given on the command line,
-// in that order.
-func (f *flags) config(fs *flag.FlagSet) (Config, error) {
-	cfg := DefaultConfig()
-	if f.configFile != "" {
-		c, err := LoadConfig(f.configFile)
-		if err != nil {
-			return cfg, err
-		}
-		cfg = c
-	}
-	fs.Visit(func(fl *flag.Flag) {
-		switch fl.Name {
-		case "http":
-			cfg.HTTP = f.cfg.HTTP
-		case "web-config":
-			cfg.WebConfig = f.cfg.WebConfig
-		case "enable-remote-write-receiver":
-			cfg.EnableRemoteWriteReceiver = f.cfg.EnableRemoteWriteReceiver
-		case "listen":
-			cfg.Listen = f.cfg.Listen
-		case "data":
-			cfg.Data = f.cfg.Data
-		case "key", "key-file":
-			cfg.KeyFile = f.cfg.KeyFile
-		case "syslog-udp":
-			cfg.SyslogUDP = f.cfg.SyslogUDP
-		case "syslog-tcp":
-			cfg.SyslogTCP = f.cfg.SyslogTCP
-		case "syslog-tls":
-			cfg.SyslogTLS = f.cfg.SyslogTLS
-		case "syslog-tls-cert":
-			cfg.SyslogTLSCert = f.cfg.SyslogTLSCert
-		case "syslog-tls-key":
-			cfg.SyslogTLSKey = f.cfg.SyslogTLSKey
-		case "syslog-relp":
-			cfg.SyslogRELP = f.cfg.SyslogRELP
-		case "topology":
-			cfg.Topology = f.cfg.Topology
-		case "logs-retention":
-			cfg.LogsRetention = f.cfg.LogsRetention
-		case "interval":
-			cfg.Interval = f.cfg.Interval
-		case "retention":
-			cfg.Retention = f.cfg.Retention
-		case "rollup-retention":
-			cfg.RollupRetention = f.cfg.RollupRetention
-		case "disable-rollups":
-			cfg.DisableRollups = f.cfg.DisableRollups
-		case "max-future":
-			cfg.MaxFuture = f.cfg.MaxFuture
-		case "retention-bytes":
-			cfg.RetentionBytes = f.cfg.RetentionBytes
-		case "min-free-bytes":
-			cfg.MinFreeBytes = f.cfg.MinFreeBytes
-		case "query-timeout":
-			cfg.QueryTimeout = f.cfg.QueryTimeout
-		case "query-max-samples":
-			cfg.QueryMaxSamples = f.cfg.QueryMaxSamples
-		case "query-max-concurrency":
-			cfg.QueryMaxConcurrent = f.cfg.QueryMaxConcurrent
-		case "remote-write":
-			var rws []remotewrite.Config
-			for _, u := range f.remoteWrite {
-				rws = append(rws, remotewrite.Config{URL: u})
-			}
-			cfg.RemoteWrite = &rws
-		}
-	})
-	if err := cfg.validate(); err != nil {
-		return cfg, fmt.Errorf("server settings: %w", err)
-	}
-	return cfg, nil
+// RegisterFlags binds the flags to c's fields, their values as defaults.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.HTTP, "http", c.HTTP, "serve the HTTP API (Prometheus API v1, dashboard, /metrics) on this address")
+	fs.StringVar(&c.WebConfig, "web-config", c.WebConfig, "Prometheus web configuration file: TLS, bcrypt basic auth, client certificates (default: plain HTTP, no auth)")
+	fs.BoolVar(&c.EnableRemoteWriteReceiver, "enable-remote-write-receiver", c.EnableRemoteWriteReceiver, "store what is POSTed to /api/v1/write (Prometheus remote write 1.0)")
+	fs.StringVar(&c.Listen, "listen", c.Listen, "accept the aggregators' or samplers' stream on this address (default: off)")
+	fs.StringVar(&c.KeyFile, "key", c.KeyFile, "shared key file of the stream (default: none, loopback peers only)")
+	fs.StringVar(&c.KeyFile, "key-file", c.KeyFile, "same as --key")
+	fs.StringVar(&c.SyslogUDP, "syslog-udp", c.SyslogUDP, "receive syslog (RFC 3164/5424) over UDP on this address (default: off)")
+	fs.StringVar(&c.SyslogTCP, "syslog-tcp", c.SyslogTCP, "receive syslog over TCP (newline or octet-counted) on this address (default: off)")
+	fs.StringVar(&c.SyslogTLS, "syslog-tls", c.SyslogTLS, "receive syslog over TLS on this address (needs --syslog-tls-cert/-key)")
+	fs.StringVar(&c.SyslogTLSCert, "syslog-tls-cert", c.SyslogTLSCert, "PEM certificate for --syslog-tls")
+	fs.StringVar(&c.SyslogTLSKey, "syslog-tls-key", c.SyslogTLSKey, "PEM key for --syslog-tls")
+	fs.StringVar(&c.SyslogRELP, "syslog-relp", c.SyslogRELP, "receive syslog over RELP (rsyslog omrelp; acknowledged once stored) on this address (default: off)")
+	fs.StringVar(&c.Topology, "topology", c.Topology, "file of \"GROUP: host-list\" lines grouping nodes into racks for the dashboard")
+	fs.Var(&c.LogsRetention, "logs-retention", "drop log messages older than this (default: keep)")
+	fs.Var(&c.Interval, "interval", "the nodes' sampling interval; silent for 3 of them means down")
+	fs.StringVar(&c.Data, "data", c.Data, "data directory (blocks and WAL)")
+	fs.Var(&c.Retention, "retention", "drop data older than this (e.g. 15d)")
+	fs.Var(&c.RollupRetention, "rollup-retention", "keep 1-minute rollups this long (default 400d)")
+	fs.BoolVar(&c.DisableRollups, "disable-rollups", c.DisableRollups, "keep no 1-minute rollups; queries see raw data only")
+	fs.Var(&c.MaxFuture, "max-future", "refuse samples more than this ahead of the server's clock; nodes whose clocks are off by more are flagged clock skew (default 10m)")
+	fs.Int64Var(&c.RetentionBytes, "retention-bytes", c.RetentionBytes, "drop oldest blocks beyond this many bytes (0: no limit)")
+	fs.Int64Var(&c.MinFreeBytes, "min-free-bytes", c.MinFreeBytes, "stop storing, read-only, while the data directory's file system has less free (0: 128 MiB; negative: no check)")
+	fs.Var(&c.QueryTimeout, "query-timeout", "maximum time one query may take (default 2m)")
+	fs.IntVar(&c.QueryMaxSamples, "query-max-samples", c.QueryMaxSamples, "maximum samples one query may load (default 50000000)")
+	fs.IntVar(&c.QueryMaxConcurrent, "query-max-concurrency", c.QueryMaxConcurrent, "maximum heavy queries evaluated at once (default: the number of cores)")
+	c.Log.RegisterFlags(fs)
+	fs.Var(&remoteWriteFlag{p: &c.RemoteWrite}, "remote-write", "also send what the tree streams in (--listen) to this Prometheus remote-write URL (repeatable or comma list; replaces the file's remote_write)")
 }

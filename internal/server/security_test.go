@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"io"
 	"log/slog"
 	"net"
@@ -100,10 +99,14 @@ func TestWebConfigInvalidFailsAtStart(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("basic_auth_users:\n  admin: not-a-bcrypt-hash\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var stderr bytes.Buffer
-	err := Run(context.Background(), []string{"--http", "127.0.0.1:0", "--data", t.TempDir(), "--web-config", bad}, io.Discard, &stderr)
+	cfg := DefaultConfig()
+	cfg.HTTP, cfg.Data, cfg.WebConfig = "127.0.0.1:0", t.TempDir(), bad
+	s, err := New(cfg, nil)
+	if err == nil {
+		s.Close()
+	}
 	if err == nil || !strings.Contains(err.Error(), "web config") {
-		t.Fatalf("Run with an invalid web config = %v, want a web config error", err)
+		t.Fatalf("New with an invalid web config = %v, want a web config error", err)
 	}
 }
 
@@ -186,13 +189,7 @@ func TestSelfScrape(t *testing.T) {
 }
 
 func TestDefaultHTTPIsLoopback(t *testing.T) {
-	fs := flag.NewFlagSet("test", flag.ContinueOnError)
-	var f flags
-	f.register(fs)
-	if err := fs.Parse(nil); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := f.config(fs)
+	cfg, err := parseFlags(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ package server
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -82,6 +81,9 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.httpm = httpsec.NewMetrics(s.reg)
 	s.streams, s.stopStreams = context.WithCancel(context.Background())
+	if err := httpsec.Validate(cfg.WebConfig); err != nil {
+		return nil, err
+	}
 	var groups map[string]string
 	if cfg.Topology != "" {
 		var err error
@@ -102,6 +104,9 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("remote_write: %w", err)
 	}
 	s.rwOut = rwOut
+	if err := os.MkdirAll(cfg.Data, 0o755); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
 	st, err := store.Open(store.Options{
 		Dir:              cfg.Data,
 		Retention:        cfg.Retention.D(),
@@ -282,44 +287,11 @@ func (s *Server) Close() error {
 	return errors.Join(errs...)
 }
 
-// Run is `vigil server`.
-func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("vigil server", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var f flags
-	f.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: vigil server [--config FILE] [--http ADDR] [--listen ADDR] [--data DIR] [flags]")
-		fmt.Fprintln(stderr, "\nStores samples and serves the Prometheus HTTP API (query, query_range, series,")
-		fmt.Fprintln(stderr, "labels, metadata), the dashboard and /metrics on --http (loopback by default;")
-		fmt.Fprintln(stderr, "--web-config adds TLS and basic auth), remote write (POST /api/v1/write) with")
-		fmt.Fprintln(stderr, "--enable-remote-write-receiver; takes the samplers' or aggregators' stream on --listen.\n\nFlags:")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	cfg, err := f.config(fs)
-	if err != nil {
-		return err
-	}
-	log, err := newLogger(stderr, f.logLevel)
-	if err != nil {
-		return err
-	}
-	if err := httpsec.Validate(cfg.WebConfig); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(cfg.Data, 0o755); err != nil {
-		return fmt.Errorf("create data directory: %w", err)
-	}
-	s, err := New(cfg, log)
-	if err != nil {
-		return err
-	}
+// Run binds the HTTP listener (cfg.HTTP) and, if set, the stream
+// listener (cfg.Listen), and serves until ctx ends; the server is closed
+// when Run returns.
+func (s *Server) Run(ctx context.Context) error {
+	cfg, log := s.cfg, s.log
 	ln, err := net.Listen("tcp", cfg.HTTP)
 	if err != nil {
 		return errors.Join(fmt.Errorf("listen on --http %s: %w", cfg.HTTP, err), s.Close())
@@ -335,12 +307,4 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	err = s.Serve(ctx, ln, streamLn)
 	log.Info("vigil server stopped", "err", err)
 	return err
-}
-
-func newLogger(w io.Writer, level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
-	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
 }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"flag"
 	"testing"
 	"time"
 )
@@ -17,13 +16,7 @@ func TestSyslogRELPConfig(t *testing.T) {
 		cfg.SyslogIdleTimeout.D() != 5*time.Minute || cfg.SyslogFrameTimeout.D() != 10*time.Second || cfg.SyslogUDPBuffer != 1<<20 {
 		t.Fatalf("config %+v", cfg)
 	}
-	var f flags
-	fs := flag.NewFlagSet("server", flag.ContinueOnError)
-	f.register(fs)
-	if err := fs.Parse([]string{"--syslog-relp", "127.0.0.1:0"}); err != nil {
-		t.Fatal(err)
-	}
-	if cfg, err = f.config(fs); err != nil || cfg.SyslogRELP != "127.0.0.1:0" {
+	if cfg, err = parseFlags([]string{"--syslog-relp", "127.0.0.1:0"}); err != nil || cfg.SyslogRELP != "127.0.0.1:0" {
 		t.Fatalf("--syslog-relp: %+v %v", cfg, err)
 	}
 	cfg.Data = t.TempDir()

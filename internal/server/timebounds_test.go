@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"flag"
-	"io"
 	"log/slog"
 	"math"
 	"net/http"
@@ -107,14 +105,7 @@ func TestStreamClockSkewFlagged(t *testing.T) {
 }
 
 func TestMaxFutureFlag(t *testing.T) {
-	fs := flag.NewFlagSet("t", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	var f flags
-	f.register(fs)
-	if err := fs.Parse([]string{"--max-future", "5m"}); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := f.config(fs)
+	cfg, err := parseFlags([]string{"--max-future", "5m"})
 	if err != nil || cfg.MaxFuture.D() != 5*time.Minute {
 		t.Fatalf("--max-future 5m: %v, %v", cfg.MaxFuture, err)
 	}
