@@ -7,10 +7,16 @@ LDFLAGS   := -s -w -X github.com/vigil-hpc/vigil/internal/buildinfo.Version=$(VE
 FUZZTIME  ?= 10s
 BENCHTIME ?= 1s
 STATICCHECK ?= v0.8.2
+# nfpm builds the .deb and .rpm packages (v2.45.0: later ones need modules
+# the proxy does not serve).
+NFPM      ?= v2.45.0
+# Package version: the latest v* tag, else 0.0.0, plus the commit.
+PKG_VERSION ?= $(shell v=$$(git describe --tags --match 'v[0-9]*' --abbrev=0 2>/dev/null); echo $${v:-v0.0.0} | sed 's/^v//')+git$(REVISION)
+PKG_ARCH  ?= $(shell $(GO) env GOARCH)
 
 WEB_SRC   := $(shell find web/src web/package.json web/package-lock.json web/tsconfig.json web/build.mjs -type f 2>/dev/null)
 
-.PHONY: all build web test test-short test-e2e bench fuzz fmt fmt-check vet lint update-golden demo clean help
+.PHONY: all build web package test test-short test-e2e bench fuzz fmt fmt-check vet lint update-golden demo clean help
 
 all: fmt-check vet test build ## format check, vet, test, build
 
@@ -24,7 +30,15 @@ internal/web/dist/index.html: $(WEB_SRC)
 	@if [ -f web/package.json ]; then cd web && npm ci --no-audit --no-fund && npm run build; \
 	else echo "no web/ sources yet"; fi
 
-test: build lint ## lint, then unit, fixture and end-to-end tests
+package: build ## .deb and .rpm packages of vigil-sampler and vigil into build/packages
+	rm -rf build/packages build/package-root && mkdir -p build/packages build/package-root
+	./bin/vigil-sampler --sample-config > build/package-root/vigil.toml
+	@set -e; for pkg in vigil-sampler vigil; do for fmt in deb rpm; do \
+	  VERSION='$(PKG_VERSION)' ARCH='$(PKG_ARCH)' $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM) \
+	    package --config packaging/$$pkg.yaml --packager $$fmt --target build/packages/; \
+	done; done
+
+test: build lint package ## lint, then unit, fixture, end-to-end and package tests
 	cd web && npm test
 	$(GO) test -count=1 ./...
 
