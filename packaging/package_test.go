@@ -143,7 +143,20 @@ func TestDebInstallRunPurge(t *testing.T) {
 		run(t, "/usr/bin/vigil", "check-config", f)
 	}
 
-	runSampler(t, uid, gid)
+	// The daemons as their units start them (without the sandbox, which
+	// needs systemd as PID 1).
+	body := runDaemon(t, uid, gid, "node_cpu_seconds_total{", "--listen",
+		"/usr/bin/vigil-sampler", "--config", "/etc/vigil/vigil.toml")
+	for _, m := range []string{"node_memory_MemAvailable_bytes", "node_load1", "node_timex_offset_seconds"} {
+		if !bytes.Contains(body, []byte(m)) {
+			t.Errorf("/metrics of the installed sampler has no %s", m)
+		}
+	}
+	runDaemon(t, uid, gid, "vigil_", "--http",
+		"/usr/bin/vigil", "server", "--config", "/etc/vigil/server.toml", "--data", "/var/lib/vigil")
+	if ents, err := os.ReadDir("/var/lib/vigil"); err != nil || len(ents) == 0 {
+		t.Errorf("/var/lib/vigil after the server ran as vigil: %v, %d entries", err, len(ents))
+	}
 
 	// vigil sample --once, the full binary's one collection, as vigil too.
 	once := exec.Command("/usr/bin/vigil", "sample", "--once", "--config", "/etc/vigil/vigil.toml")
@@ -204,6 +217,10 @@ func checkUnits(t *testing.T) {
 		if wantCaps := map[bool]string{true: "CAP_NET_BIND_SERVICE", false: ""}[strings.HasSuffix(u, "server.service")]; caps != wantCaps {
 			t.Errorf("%s: CapabilityBoundingSet=%s, want %q", u, caps, wantCaps)
 		}
+		// ProtectClock denies adjtimex(2), even read-only: the timex plugin's.
+		if strings.HasSuffix(u, "sampler.service") && slices.Contains(lines, "ProtectClock=yes") {
+			t.Errorf("%s: ProtectClock=yes would empty node_timex_*", u)
+		}
 		if strings.HasSuffix(u, "server.service") && !slices.Contains(lines, "ReadWritePaths=/var/lib/vigil") {
 			t.Errorf("%s: the data directory is not writable", u)
 		}
@@ -224,9 +241,10 @@ func checkUnits(t *testing.T) {
 	}
 }
 
-// runSampler runs the installed daemon as its unit does, as user vigil,
-// until /metrics answers with node metrics, then stops it with SIGTERM.
-func runSampler(t *testing.T, uid, gid int) {
+// runDaemon runs an installed daemon as its unit does, as user vigil, with
+// --http-style flag httpFlag on a free loopback port, until /metrics
+// answers with want, then stops it with SIGTERM and expects exit 0.
+func runDaemon(t *testing.T, uid, gid int, want string, httpFlag string, args ...string) []byte {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -238,7 +256,7 @@ func runSampler(t *testing.T, uid, gid int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "/usr/bin/vigil-sampler", "--config", "/etc/vigil/vigil.toml", "--listen", addr)
+	cmd := exec.CommandContext(ctx, args[0], append(args[1:], httpFlag, addr)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
 	cmd.Dir = "/"
 	cmd.Stderr = &stderr
@@ -253,28 +271,24 @@ func runSampler(t *testing.T, uid, gid int) {
 	for body == nil {
 		select {
 		case err := <-done:
-			t.Fatalf("vigil-sampler exited before serving /metrics: %v\n%s", err, stderr.Bytes())
+			t.Fatalf("%s exited before serving /metrics: %v\n%s", args[0], err, stderr.Bytes())
 		case <-ctx.Done():
-			t.Fatalf("vigil-sampler did not serve /metrics on %s in time\n%s", addr, stderr.Bytes())
+			t.Fatalf("%s did not serve %s on %s in time\n%s", args[0], want, addr, stderr.Bytes())
 		case <-time.After(50 * time.Millisecond):
 		}
-		body = scrape(url)
-	}
-	for _, m := range []string{"node_cpu_seconds_total{", "node_memory_MemAvailable_bytes", "node_load1"} {
-		if !bytes.Contains(body, []byte(m)) {
-			t.Errorf("/metrics of the installed sampler has no %s", m)
-		}
+		body = scrape(url, want)
 	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {
-		t.Errorf("vigil-sampler after SIGTERM: %v, want exit 0\n%s", err, stderr.Bytes())
+		t.Errorf("%s after SIGTERM: %v, want exit 0\n%s", args[0], err, stderr.Bytes())
 	}
+	return body
 }
 
-// scrape returns the /metrics body once it holds a collection, else nil.
-func scrape(url string) []byte {
+// scrape returns the /metrics body once it holds want, else nil.
+func scrape(url, want string) []byte {
 	c := http.Client{Timeout: 2 * time.Second}
 	resp, err := c.Get(url)
 	if err != nil {
@@ -282,7 +296,7 @@ func scrape(url string) []byte {
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil || resp.StatusCode != http.StatusOK || !bytes.Contains(b, []byte("node_cpu_seconds_total{")) {
+	if err != nil || resp.StatusCode != http.StatusOK || !bytes.Contains(b, []byte(want)) {
 		return nil
 	}
 	return b
