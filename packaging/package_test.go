@@ -83,6 +83,12 @@ func TestDebInstallRunPurge(t *testing.T) {
 			testutil.MissingPeer(t, "package %s is installed on this machine; the test will not replace it", p)
 		}
 	}
+	// Purge deletes /var/lib/vigil: never run over someone's data.
+	for _, f := range append(append(slices.Clone(samplerFiles), vigilFiles...), "/etc/vigil") {
+		if _, err := os.Lstat(f); err == nil {
+			testutil.MissingPeer(t, "%s exists on this machine; the test will not install over it", f)
+		}
+	}
 	_, err := user.Lookup("vigil")
 	userBefore := err == nil
 
