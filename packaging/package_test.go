@@ -67,8 +67,9 @@ func installed(pkg string) bool {
 
 // TestDebInstallRunPurge installs both .deb packages on this machine,
 // checks the files, the vigil user and the units, runs the installed
-// sampler as that user, and purges them. It needs root and dpkg, and
-// refuses to touch a machine where Vigil is already installed.
+// sampler, server and `vigil sample --once` as that user, and purges them.
+// It needs root and dpkg, and refuses to touch a machine where Vigil is
+// already installed.
 func TestDebInstallRunPurge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("installs packages; not in -short")
