@@ -34,7 +34,7 @@ type NodeInfo struct {
 	Name string `json:"name"`
 	Up   bool   `json:"up"`
 	// Group is an optional rack or partition name. When empty the app derives
-	// one from the node name (letters prefix, then number/32).
+	// one from the node name (letters prefix, then racks of 32 counted from 1).
 	Group string `json:"group,omitempty"`
 }
 
