@@ -15,6 +15,9 @@ const { page, close } = await launch();
 const errors = [];
 page.on("pageerror", (e) => errors.push(String(e)));
 page.on("console", (m) => m.type() === "error" && !/Failed to load resource/.test(m.text()) && errors.push(m.text()));
+// Static files the page asks for (icon, bundle) must all exist.
+const missing = [];
+page.on("response", (r) => r.status() === 404 && !new URL(r.url()).pathname.startsWith("/api/") && missing.push(r.url()));
 const shot = (name, fullPage = false) => page.screenshot({ path: path.join(shots, name), fullPage });
 
 try {
@@ -126,6 +129,12 @@ try {
   check(await page.evaluate(() => window.__vigil.logs.unavailable === true && window.__vigil.logs.rows === 0), "no rows, patterns unavailable");
   await shot("logs-unavailable.png");
 
+  const icon = await page.evaluate(async () => {
+    const r = await fetch(document.querySelector("link[rel=icon]")?.href ?? "/favicon.ico");
+    return `${r.status} ${r.headers.get("content-type")}`;
+  });
+  check(icon === "200 image/svg+xml", `the page links its favicon and it is served (${icon})`);
+  check(missing.length === 0, "no static file is missing" + (missing.length ? ": " + missing.join(", ") : ""));
   check(errors.length === 0, "no page errors" + (errors.length ? ": " + errors.join("; ") : ""));
   console.log("e2e passed");
 } catch (e) {
