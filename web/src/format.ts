@@ -8,6 +8,7 @@ export function formatValue(v: number | null | undefined, unit: Unit = "none"): 
   if (!Number.isFinite(v)) return v > 0 ? "+Inf" : "-Inf";
   switch (unit) {
     case "fraction":
+      if (v === 0) return "0%";
       return (v * 100).toFixed(Math.abs(v) < 0.1 ? 1 : 0) + "%";
     case "bytes":
     case "bytes/s": {

@@ -43,7 +43,7 @@ try {
   check(px.colours > 20, `canvas shows a range of colours (${px.colours} distinct)`);
   check(px.down > 0 && px.grey > 0, `down (hatched red) and missing (grey) cells are drawn (${px.down}, ${px.grey} px)`);
   const legend = await page.textContent(".legend");
-  check(/%/.test(legend), `legend shows the scale in percent: "${legend.trim()}"`);
+  check(/CPU busy \(%\):\s*0\.0%\s*≥ 100%\s*fixed scale/.test(legend), `legend shows a fixed 0–100 % scale with its unit: "${legend.trim()}"`);
 
   // 2. Hover shows name and value.
   const pos = await page.evaluate(() => window.__vigil.locate("cn00002"));
@@ -51,11 +51,25 @@ try {
   await page.waitForSelector(".tooltip:not([hidden])");
   const tip = await page.textContent(".tooltip");
   check(/^cn00002: ≈ \d/.test(tip), `tooltip names the node with its value: "${tip}"`);
+  // On the fixed scale a cell's colour code is its value's place in 0..100 %,
+  // not its place between this frame's min and max.
+  const pct = parseFloat(tip.split("≈ ")[1]);
+  const code = await page.evaluate(() => window.__vigil.code("cn00002"));
+  check(Math.abs(code - (pct / 100) * 253) <= 4, `cn00002 at ${pct}% is drawn with code ${code} of 253 on the fixed scale`);
   const downPos = await page.evaluate(() => window.__vigil.locate("cn00037"));
   await page.mouse.move(downPos.x, downPos.y);
   await page.waitForFunction(() => document.querySelector(".tooltip").textContent.startsWith("cn00037"));
   check((await page.textContent(".tooltip")) === "cn00037: down", "a down node says down");
   await shot("heatmap.png");
+
+  // The auto scale is one click away, and says what it means.
+  await page.selectOption("select[aria-label='colour scale']", "auto");
+  await page.waitForFunction(() => location.hash === "#/heatmap?m=cpu&scale=auto" && window.__vigil?.heatmap?.frames >= 1);
+  const autoLegend = await page.textContent(".legend");
+  check(/auto: this frame's min–max/.test(autoLegend), `auto scale says so in the legend: "${autoLegend.trim()}"`);
+  await page.selectOption("select[aria-label='colour scale']", "fixed");
+  await page.waitForFunction(() => /^#\/heatmap\?m=cpu&lo=[\d.e-]+&hi=[\d.e-]+$/.test(location.hash));
+  check(true, "back to fixed: the range on screen becomes the scale, in the URL: " + (await page.evaluate(() => location.hash)));
 
   // 3. Another preset re-streams; the URL carries it.
   await page.selectOption("select[aria-label=metric]", "mem");
