@@ -43,7 +43,7 @@ try {
   check(px.colours > 20, `canvas shows a range of colours (${px.colours} distinct)`);
   check(px.down > 0 && px.grey > 0, `down (hatched red) and missing (grey) cells are drawn (${px.down}, ${px.grey} px)`);
   const legend = await page.textContent(".legend");
-  check(/CPU busy \(%\):\s*0\.0%\s*≥ 100%\s*fixed scale/.test(legend), `legend shows a fixed 0–100 % scale with its unit: "${legend.trim()}"`);
+  check(/CPU busy \(%\):\s*0%\s*≥ 100%\s*fixed scale/.test(legend), `legend shows a fixed 0–100 % scale with its unit: "${legend.trim()}"`);
 
   // 2. Hover shows name and value.
   const pos = await page.evaluate(() => window.__vigil.locate("cn00002"));
