@@ -55,9 +55,10 @@ export function heatmapView(root: HTMLElement, { route, navigate, expose, signal
   };
   scaleSel.addEventListener("change", () => {
     if (scaleSel.value === "fixed" && (loIn.value === "" || hiIn.value === "")) {
-      // From auto to fixed: start from the range now on screen.
-      loIn.value = String(min);
-      hiIn.value = String(max > min ? max : min + 1);
+      // From auto to fixed: the preset's range, else the one on screen.
+      const [a, b] = sel.preset?.range ?? [+min.toPrecision(3), +(max > min ? max : min + 1).toPrecision(3)];
+      loIn.value = String(a);
+      hiIn.value = String(b);
     }
     rescale();
   });
