@@ -8,8 +8,8 @@ import (
 	"math"
 	"net/http"
 	"regexp"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
