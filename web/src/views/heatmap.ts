@@ -5,6 +5,7 @@ import { dequantise, QUANT_DOWN, QUANT_MAX, QUANT_MISSING, type NodeEntry } from
 import { formatValue } from "../format";
 import { Heatmap } from "../heatmap";
 import { presets, selected } from "../presets";
+import { placeNode } from "../layout";
 import { parseScale, remap, remapTable } from "../scale";
 // heatmapView: every node a cell, coloured by the live stream of one
 // expression.
@@ -189,7 +190,8 @@ export function heatmapView(root: HTMLElement, { route, navigate, expose, signal
       status.textContent = s === "closed" ? "stream closed" : s + "…";
     },
   }, signal);
-  expose({ heatmap: hm.stats, lastFrame: () => lastT, expr: sel.expr, scale, code: (n: string) => hm.code(nodes.findIndex((x) => x.name === n)), locate: (n: string) => hm.clientPos(n) });
+  expose({ heatmap: hm.stats, lastFrame: () => lastT, expr: sel.expr, scale, code: (n: string) => hm.code(nodes.findIndex((x) => x.name === n)), locate: (n: string) => hm.clientPos(n),
+    rack: (n: string) => { const x = nodes.find((e) => e.name === n); return x ? placeNode(x).rack : null; } });
 
   root.append(el);
   return () => {
