@@ -135,7 +135,7 @@ export function nodeView(root: HTMLElement, { route, navigate, expose, signal }:
     if (known === null) return;
     if (known.length === 0) {
       state.missing = true;
-      el.replaceChildren(h("div.toolbar", null, h("a", { href: "#/heatmap" }, "← heatmap"), timePicker(route.params, r, pick)),
+      el.replaceChildren(h("div.toolbar", null, h("a", { href: "#/heatmap" }, "← heatmap"), h("h2", null, node), timePicker(route.params, r, pick)),
         h("div.error.no-such-node", null, `No such node: "${node}" has sent no data in this range.`));
       return;
     }
