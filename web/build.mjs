@@ -26,6 +26,6 @@ if (process.argv.includes("--tests")) {
     bundle: true, minify: true, format: "iife", target: ["chrome110", "firefox110", "safari16"],
     outdir: dist, logLevel: "warning", legalComments: "eof",
   });
-  await copyFile(path.join(here, "src", "index.html"), path.join(dist, "index.html"));
+  for (const f of ["index.html", "favicon.svg"]) await copyFile(path.join(here, "src", f), path.join(dist, f));
   console.log("built", path.relative(process.cwd(), dist), (await readdir(dist)).join(" "));
 }

@@ -16,6 +16,16 @@ import (
 // --http-config.
 const EnvHTTPConfig = "VIGIL_HTTP_CONFIG"
 
+// DefaultServerURL is where client commands find `vigil server` (its
+// default --http, reached over loopback).
+const DefaultServerURL = "http://127.0.0.1:9090"
+
+// serverFlag registers --server on a client command, with the same default
+// and help on every one.
+func serverFlag(fs *flag.FlagSet) *string {
+	return fs.String("server", DefaultServerURL, "base `URL` of vigil server (http[s]://HOST:PORT[/PATH]; a bare HOST:PORT means http)")
+}
+
 // httpConfigFlag registers --http-config on a client command; its default
 // is $VIGIL_HTTP_CONFIG, so --http-config= ignores the variable.
 func httpConfigFlag(fs *flag.FlagSet) *string {

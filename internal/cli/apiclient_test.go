@@ -283,3 +283,43 @@ func TestLogsTailIdle(t *testing.T) {
 		t.Errorf("stderr %q, want the idle bound named", e)
 	}
 }
+
+// TestClientDefaults: every API client command has the same --server
+// default, and each takes a bare HOST:PORT as http://HOST:PORT.
+func TestClientDefaults(t *testing.T) {
+	h, t0 := authAPI(t)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "password"), "s3cret\n")
+	auth := writeFile(t, filepath.Join(dir, "auth.yml"), "basic_auth:\n  username: vigil\n  password_file: password\n")
+	t.Setenv(EnvHTTPConfig, "")
+	bare := strings.TrimPrefix(srv.URL, "http://")
+	wantDefault := `(default "` + DefaultServerURL + `")`
+	for _, tc := range clientCommands(bare, t0) {
+		t.Run(tc.name, func(t *testing.T) {
+			// The command's own words, without --server and its value.
+			var help []string
+			for i := 0; i < len(tc.args); i++ {
+				if tc.args[i] == "--server" {
+					i++
+					continue
+				}
+				help = append(help, tc.args[i])
+			}
+			var out, errb bytes.Buffer
+			Main(context.Background(), append(help, "-h"), &out, &errb)
+			usage := errb.String()
+			i := strings.Index(usage, "-server URL")
+			if i < 0 || !strings.Contains(usage[i:], wantDefault) {
+				t.Errorf("help of %q: --server default is not %s:\n%s", tc.name, wantDefault, usage)
+			}
+			out.Reset()
+			errb.Reset()
+			code := Main(context.Background(), append(tc.args, "--http-config", auth), &out, &errb)
+			if code != 0 || !strings.Contains(out.String(), tc.want) {
+				t.Errorf("--server %s: exit %d, stdout %q, stderr %q; want exit 0 and %q", bare, code, out.String(), errb.String(), tc.want)
+			}
+		})
+	}
+}

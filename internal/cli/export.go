@@ -22,7 +22,7 @@ func init() {
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("vigil export", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	srv := fs.String("server", "http://localhost:9090", "base URL of the server")
+	srv := serverFlag(fs)
 	match := fs.String("match", "", "series selector, e.g. node_load1 or '{__name__=~\"node_cpu.*\",node=~\"cn0.*\"}' (required)")
 	from := fs.String("from", "now-1h", "start: RFC 3339, Unix seconds or now-DURATION")
 	to := fs.String("to", "now", "end: RFC 3339, Unix seconds or now-DURATION")

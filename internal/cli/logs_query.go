@@ -57,7 +57,7 @@ func joinQuery(words []string) string {
 
 // logFilters are the flags shared by search and tail.
 type logFilters struct {
-	server     string
+	server     *string
 	httpConfig *string
 	timeout    time.Duration
 	since      time.Duration
@@ -66,7 +66,7 @@ type logFilters struct {
 }
 
 func (f *logFilters) register(fs *flag.FlagSet, defLimit int) {
-	fs.StringVar(&f.server, "server", DefaultServerURL, "base `URL` of vigil server")
+	f.server = serverFlag(fs)
 	f.httpConfig = httpConfigFlag(fs)
 	fs.DurationVar(&f.timeout, "timeout", apiclient.DefaultTimeout, "give up on a request after this long (tail -f: reconnect after this long without data)")
 	fs.DurationVar(&f.since, "since", 0, "only messages of the last `DUR` (e.g. 1h)")
@@ -83,7 +83,7 @@ func checkQuery(q string) error {
 }
 
 func (f *logFilters) client() (*apiclient.Client, error) {
-	return newAPIClient(f.server, *f.httpConfig, f.timeout)
+	return newAPIClient(*f.server, *f.httpConfig, f.timeout)
 }
 
 // fetchNewest returns up to limit records matching q, newest first.
@@ -278,7 +278,7 @@ func followOnce(ctx context.Context, c *apiclient.Client, q string, last *uint64
 func logsPatterns(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("logs patterns", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	server := fs.String("server", DefaultServerURL, "base `URL` of vigil server")
+	server := serverFlag(fs)
 	httpConfig := httpConfigFlag(fs)
 	timeout := fs.Duration("timeout", apiclient.DefaultTimeout, "give up after this long")
 	asJSON := fs.Bool("json", false, "print the server's JSON answer")

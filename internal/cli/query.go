@@ -19,7 +19,7 @@ func init() {
 func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("vigil query", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	srv := fs.String("server", "http://localhost:9090", "base URL of the server")
+	srv := serverFlag(fs)
 	rng := fs.Duration("range", 0, "run a range query over this much time before --time (e.g. 10m)")
 	step := fs.Duration("step", 0, "resolution of a range query (default: range/30, at least 1s)")
 	at := fs.String("time", "", "evaluation time (Unix seconds or RFC 3339; default now)")

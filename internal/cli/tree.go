@@ -19,16 +19,13 @@ func init() {
 	register(Command{Name: "tree", Summary: "show the aggregation tree as it is now (tree status)", Run: runTree})
 }
 
-// DefaultServerURL is where client commands find `vigil server`.
-const DefaultServerURL = "http://127.0.0.1:9090"
-
 func runTree(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "status" {
 		return &ExitError{Code: 2, Err: errors.New("usage: vigil tree status [--server URL] [--json] [--http-config FILE]")}
 	}
 	fs := flag.NewFlagSet("tree status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	server := fs.String("server", DefaultServerURL, "vigil server URL")
+	server := serverFlag(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
 	timeout := fs.Duration("timeout", apiclient.DefaultTimeout, "give up on a request after this long")
 	httpConfig := httpConfigFlag(fs)

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -121,6 +122,17 @@ func (c *fakeCluster) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = r.ParseForm()
 	q := r.Form.Get("query")
 	w.Header().Set("Content-Type", "application/json")
+	if strings.HasSuffix(r.URL.Path, "/series") {
+		// The node view asks whether its node exists: up{node="X"}.
+		out := []map[string]string{}
+		for _, m := range r.Form["match[]"] {
+			if n := nodeMatcher.FindStringSubmatch(m); n != nil && slices.Contains(c.names, n[1]) {
+				out = append(out, map[string]string{"__name__": "up", "node": n[1]})
+			}
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"status": "success", "data": out})
+		return
+	}
 	if strings.Count(q, "(") != strings.Count(q, ")") || q == "" {
 		w.WriteHeader(http.StatusBadRequest)
 		_ = json.NewEncoder(w).Encode(map[string]string{"status": "error", "errorType": "bad_data",

@@ -34,7 +34,7 @@ type NodeInfo struct {
 	Name string `json:"name"`
 	Up   bool   `json:"up"`
 	// Group is an optional rack or partition name. When empty the app derives
-	// one from the node name (letters prefix, then number/32).
+	// one from the node name (letters prefix, then racks of 32 counted from 1).
 	Group string `json:"group,omitempty"`
 }
 
@@ -133,6 +133,11 @@ func New(opts Options) *Handler {
 	if h.built {
 		files := http.FileServerFS(assets)
 		h.mux.Handle("GET /", noCache(files))
+		// Browsers and bookmarks ask for /favicon.ico whatever the page
+		// links; the SVG answers it rather than a 404.
+		h.mux.Handle("GET /favicon.ico", noCache(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.ServeFileFS(w, r, assets, "favicon.svg")
+		})))
 	} else {
 		h.mux.HandleFunc("GET /", serveNotBuilt)
 	}

@@ -396,9 +396,15 @@ func TestAssets(t *testing.T) {
 	}
 
 	built := New(Options{Source: &fakeSource{}, Assets: fstest.MapFS{
-		"index.html": {Data: []byte("<!doctype html><title>Vigil</title>")},
-		"app.js":     {Data: []byte("console.log(1)")},
+		"index.html":  {Data: []byte("<!doctype html><title>Vigil</title>")},
+		"app.js":      {Data: []byte("console.log(1)")},
+		"favicon.svg": {Data: []byte("<svg xmlns=\"http://www.w3.org/2000/svg\"/>")},
 	}})
+	for _, p := range []string{"/favicon.svg", "/favicon.ico"} {
+		if code, ct, body := get(built, p); code != 200 || ct != "image/svg+xml" || !strings.Contains(body, "<svg") {
+			t.Errorf("built %s: %d %q %q, want the SVG icon", p, code, ct, body)
+		}
+	}
 	if code, _, body := get(built, "/"); code != 200 || !strings.Contains(body, "<title>Vigil") {
 		t.Errorf("built /: %d %q", code, body)
 	}
@@ -414,6 +420,18 @@ func TestEmbeddedBuildServes(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
 	if rec.Code != 200 || !strings.Contains(rec.Body.String(), "Vigil") {
 		t.Errorf("/: %d %.200q", rec.Code, rec.Body.String())
+	}
+	if !h.built {
+		return
+	}
+	// A real build links its icon, and the icon is in it.
+	if !strings.Contains(rec.Body.String(), `rel="icon" href="favicon.svg"`) {
+		t.Errorf("index.html links no favicon.svg")
+	}
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/favicon.svg", nil))
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), "<svg") {
+		t.Errorf("/favicon.svg: %d, want the icon built into dist", rec.Code)
 	}
 }
 

@@ -1,5 +1,5 @@
 import uPlot from "uplot";
-import { formatTime, formatValue, type Unit } from "./format";
+import { axisLabels, byteIncrs, formatTime, formatValue, type Unit } from "./format";
 import { palette, type AlignedData } from "./series";
 
 export interface ChartSpec {
@@ -9,9 +9,16 @@ export interface ChartSpec {
   data: AlignedData;
   stepped?: boolean;
   yRange?: [number, number];
+  // xRange (unix ms) pins the time axis, so charts of one view line up
+  // whatever each one's data covers.
+  xRange?: [number, number];
   onZoom?: (startMs: number, endMs: number) => void;
   syncKey?: string;
 }
+
+// ChartWithLabels keeps the y tick labels last drawn (they are canvas text;
+// the browser tests read them here).
+export type ChartWithLabels = uPlot & { yLabels?: string[] };
 
 // makeChart draws a uPlot time-series chart that fills el's width and keeps
 // doing so on resize. Dragging across it zooms (reported through onZoom).
@@ -25,11 +32,12 @@ export function makeChart(el: HTMLElement, spec: ChartSpec): uPlot {
     // Zoom goes through the URL (all charts move together), so dragging
     // only selects; setSelect reports it.
     cursor: { drag: { x: true, y: false, setScale: !spec.onZoom }, sync: spec.syncKey ? { key: spec.syncKey } : undefined },
-    scales: { x: { time: true }, y: spec.yRange ? { range: spec.yRange } : { auto: true } },
+    scales: { x: spec.xRange ? { time: true, range: [spec.xRange[0] / 1000, spec.xRange[1] / 1000] } : { time: true }, y: spec.yRange ? { range: spec.yRange } : { auto: true } },
     legend: { live: true },
     axes: [
       { ...axis },
-      { ...axis, size: 84, values: (_u, vals) => vals.map((v) => fmt(v)) },
+      { ...axis, size: 84, values: (u, vals) => ((u as ChartWithLabels).yLabels = axisLabels(vals, spec.unit)),
+        incrs: spec.unit === "bytes" || spec.unit === "bytes/s" ? byteIncrs : undefined },
     ],
     series: [
       { value: (_u, v) => (v == null ? "–" : formatTime(v * 1000)) },

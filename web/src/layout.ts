@@ -2,8 +2,9 @@ import type { NodeEntry } from "./frame";
 
 // Nodes are grouped into partitions (a row band each) and racks (a block of
 // cells each). Without an explicit group a node named PREFIX<number> goes to
-// partition PREFIX, rack number/RACK_SIZE; e.g. cn00045 -> partition "cn",
-// rack 1. An explicit group names the rack; such racks share one partition.
+// partition PREFIX, racks of RACK_SIZE counted from 1 as node numbers are
+// (cn00001..cn00032 -> rack r1, cn00045 -> r2; a node 0 gets r0). An
+// explicit group names the rack; such racks share one partition.
 export const RACK_SIZE = 32;
 
 export interface Placement {
@@ -19,7 +20,7 @@ export function placeNode(n: NodeEntry): Placement {
   if (!m) return { partition: "other", rack: "other" };
   const prefix = m[1].replace(/[-_.]$/, "") || "nodes";
   const num = parseInt(m[2], 10);
-  return { partition: prefix, rack: "r" + Math.floor(num / RACK_SIZE) };
+  return { partition: prefix, rack: "r" + (num === 0 ? 0 : Math.floor((num - 1) / RACK_SIZE) + 1) };
 }
 
 export interface Rack {

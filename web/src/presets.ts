@@ -5,14 +5,17 @@ export interface Preset {
   label: string;
   expr: string;
   unit: Unit;
+  // range is the fixed colour scale of the heatmap (lo, hi); none means
+  // auto (each frame's min..max), for metrics without a natural ceiling.
+  range?: [number, number];
 }
 
 export const presets: Preset[] = [
-  { id: "cpu", label: "CPU busy", unit: "fraction", expr: '1 - avg by (node)(rate(node_cpu_seconds_total{mode="idle"}[30s]))' },
-  { id: "mem", label: "Memory used", unit: "fraction", expr: "1 - node_memory_MemAvailable_bytes / node_memory_MemTotal_bytes" },
+  { id: "cpu", label: "CPU busy", unit: "fraction", range: [0, 1], expr: '1 - avg by (node)(rate(node_cpu_seconds_total{mode="idle"}[30s]))' },
+  { id: "mem", label: "Memory used", unit: "fraction", range: [0, 1], expr: "1 - node_memory_MemAvailable_bytes / node_memory_MemTotal_bytes" },
   { id: "load1", label: "Load (1m)", unit: "none", expr: "node_load1" },
-  { id: "netrx", label: "Network rx", unit: "bytes/s", expr: 'sum by (node)(rate(node_network_receive_bytes_total{device!="lo"}[30s]))' },
-  { id: "diskread", label: "Disk read", unit: "bytes/s", expr: "sum by (node)(rate(node_disk_read_bytes_total[30s]))" },
+  { id: "netrx", label: "Network rx", unit: "bytes/s", range: [0, 1.25e9], expr: 'sum by (node)(rate(node_network_receive_bytes_total{device!="lo"}[30s]))' },
+  { id: "diskread", label: "Disk read", unit: "bytes/s", range: [0, 1e9], expr: "sum by (node)(rate(node_disk_read_bytes_total[30s]))" },
 ];
 
 // selected resolves ?m=ID or ?expr=PROMQL (expr wins) to what to stream.

@@ -39,6 +39,11 @@ try {
   // Background, grid and at least four cell colours: the simulated nodes'
   // load is bimodal (idle or busy), so the count hovers around 10.
   check(colours >= 6, `cells are painted in several colours (${colours})`);
+  // Racks of 32 from the first node: cn00001..cn00032 share rack r1.
+  const racks = await page.evaluate((ns) => ns.map((n) => window.__vigil.rack(n)), [sim(1), sim(32), sim(33)]);
+  check(racks.join(",") === "r1,r1,r2", `demo racks count from 1: ${sim(1)}, ${sim(32)}, ${sim(33)} in ${racks.join(", ")}`);
+  const legend = await page.textContent(".legend");
+  check(/CPU busy \(%\):\s*0%\s*≥ 100%/.test(legend), `the CPU legend is a fixed 0–100 % scale: "${legend.trim()}"`);
   await shot("demo-heatmap.png");
 
   // 2. Click a simulated node: its charts hold data points.

@@ -15,6 +15,9 @@ const { page, close } = await launch();
 const errors = [];
 page.on("pageerror", (e) => errors.push(String(e)));
 page.on("console", (m) => m.type() === "error" && !/Failed to load resource/.test(m.text()) && errors.push(m.text()));
+// Static files the page asks for (icon, bundle) must all exist.
+const missing = [];
+page.on("response", (r) => r.status() === 404 && !new URL(r.url()).pathname.startsWith("/api/") && missing.push(r.url()));
 const shot = (name, fullPage = false) => page.screenshot({ path: path.join(shots, name), fullPage });
 
 try {
@@ -40,7 +43,7 @@ try {
   check(px.colours > 20, `canvas shows a range of colours (${px.colours} distinct)`);
   check(px.down > 0 && px.grey > 0, `down (hatched red) and missing (grey) cells are drawn (${px.down}, ${px.grey} px)`);
   const legend = await page.textContent(".legend");
-  check(/%/.test(legend), `legend shows the scale in percent: "${legend.trim()}"`);
+  check(/CPU busy \(%\):\s*0%\s*≥ 100%\s*fixed scale/.test(legend), `legend shows a fixed 0–100 % scale with its unit: "${legend.trim()}"`);
 
   // 2. Hover shows name and value.
   const pos = await page.evaluate(() => window.__vigil.locate("cn00002"));
@@ -48,11 +51,25 @@ try {
   await page.waitForSelector(".tooltip:not([hidden])");
   const tip = await page.textContent(".tooltip");
   check(/^cn00002: ≈ \d/.test(tip), `tooltip names the node with its value: "${tip}"`);
+  // On the fixed scale a cell's colour code is its value's place in 0..100 %,
+  // not its place between this frame's min and max.
+  const pct = parseFloat(tip.split("≈ ")[1]);
+  const code = await page.evaluate(() => window.__vigil.code("cn00002"));
+  check(Math.abs(code - (pct / 100) * 253) <= 4, `cn00002 at ${pct}% is drawn with code ${code} of 253 on the fixed scale`);
   const downPos = await page.evaluate(() => window.__vigil.locate("cn00037"));
   await page.mouse.move(downPos.x, downPos.y);
   await page.waitForFunction(() => document.querySelector(".tooltip").textContent.startsWith("cn00037"));
   check((await page.textContent(".tooltip")) === "cn00037: down", "a down node says down");
   await shot("heatmap.png");
+
+  // The auto scale is one click away, and says what it means.
+  await page.selectOption("select[aria-label='colour scale']", "auto");
+  await page.waitForFunction(() => location.hash === "#/heatmap?m=cpu&scale=auto" && window.__vigil?.heatmap?.frames >= 1);
+  const autoLegend = await page.textContent(".legend");
+  check(/auto: this frame's min–max/.test(autoLegend), `auto scale says so in the legend: "${autoLegend.trim()}"`);
+  await page.selectOption("select[aria-label='colour scale']", "fixed");
+  await page.waitForFunction(() => location.hash === "#/heatmap?m=cpu&lo=0&hi=1");
+  check(true, "back to fixed: the preset's 0–100 %, in the URL: " + (await page.evaluate(() => location.hash)));
 
   // 3. Another preset re-streams; the URL carries it.
   await page.selectOption("select[aria-label=metric]", "mem");
@@ -80,7 +97,35 @@ try {
   const procRows = await page.$$eval(".procs tbody tr", (l) => l.map((r) => r.textContent));
   check(procRows.length === 6 && procRows[0].includes("lmp_mpi"), `top processes table, busiest first (${procRows.length} rows)`);
   check((await page.textContent(".badge")) === "up", "node badge says up");
+  // Every chart spans the same time range, so their axes line up.
+  const xr = await page.evaluate(() => window.__vigil.node.xRanges());
+  check(xr.length === 6 && xr.every((x) => x[0] === xr[0][0] && x[1] === xr[0][1]), `charts share one time axis: ${JSON.stringify(xr[0])} (${xr.length} charts)`);
+  // Byte axes tick on binary steps, labelled exactly in one binary unit.
+  const mem = await page.evaluate(() => window.__vigil.node.yLabels("Memory"));
+  check(mem.length >= 2 && mem.every((l) => /^\d+(\.\d+)? (B|KiB|MiB|GiB|TiB)$/.test(l)) && new Set(mem.map((l) => l.split(" ")[1])).size === 1,
+    `memory axis in one binary unit: ${mem.join(", ")}`);
+  const memVals = mem.map((l) => parseFloat(l));
+  const stepB = memVals[1] - memVals[0];
+  const stepBytes = stepB * 1024 ** ["B", "KiB", "MiB", "GiB", "TiB"].indexOf(mem[0].split(" ")[1]);
+  check(memVals.every((v, i) => Math.abs(v - memVals[0] - i * stepB) < 1e-6) && Number.isInteger(Math.log2(stepBytes)),
+    `memory ticks evenly spaced by a power of two bytes (${stepBytes})`);
+  check(/refresh|every/.test(await page.$eval("select[aria-label=refresh]", (s) => s.selectedOptions[0].textContent)), "node view has a refresh picker");
+  check((await page.$eval("select[aria-label=refresh]", (s) => s.value)) === "10s", "node view refreshes every 10s by default");
   await shot("node.png", true);
+
+  // The node view refreshes by itself while its range ends now.
+  await page.goto(base + "/#/node/cn00010?from=now-15m&to=now&refresh=5s");
+  await page.waitForFunction(() => window.__vigil?.node?.loads >= 2, null, { timeout: 15000 });
+  check(true, "node view reloaded by itself after 5 s");
+
+  // An unknown node says so, instead of empty panels.
+  await page.goto(base + "/#/node/cn99999?from=now-1h&to=now");
+  await page.waitForSelector(".no-such-node");
+  const nsn = await page.textContent(".no-such-node");
+  check(/No such node: "cn99999"/.test(nsn) && (await page.$$(".chart")).length === 0, `unknown node: "${nsn}"`);
+  await shot("node-unknown.png");
+  await page.goto(base + "/#/node/cn00010?from=now-1h&to=now");
+  await page.waitForFunction(() => document.querySelectorAll(".chart.has-data canvas").length >= 6, null, { timeout: 15000 });
 
   // 6. Drag to zoom: absolute range lands in the URL and charts reload.
   const box = await page.locator(".chart.has-data .u-over").first().boundingBox();
@@ -102,10 +147,27 @@ try {
   check(rows === 295, `explore table lists every node with a value (${rows})`);
   check((await page.evaluate(() => location.hash)).includes("q=node_load1"), "explore query is in the URL");
   await shot("explore.png");
+  // A counter: its raw total is graphed, with rate() offered and applied.
+  await page.fill("textarea.promql", "node_cpu_seconds_total");
+  await page.click("button.run");
+  await page.waitForSelector(".explore-view .hint:not([hidden])");
+  await page.waitForFunction(() => window.__vigil?.explore?.runs >= 1);
+  check(await page.$eval(".explore-view .error", (e) => e.hidden), "a plain counter name is no error");
+  await shot("explore-counter.png");
+  await page.click("button.apply-hint");
+  await page.waitForFunction(() => decodeURIComponent(location.hash).includes("q=rate(node_cpu_seconds_total[5m])"));
+  check(true, "the counter hint applies rate()");
+  await page.fill("textarea.promql", "node_cpu_seconds_total[1m]");
+  await page.click("button.run");
+  await page.waitForSelector("table.results tbody tr");
+  check(await page.$eval(".explore-view .error", (e) => e.hidden), "a range selector gives its samples, no range-vector error");
+  // Explore has a refresh picker too, off by default.
+  check((await page.$eval(".explore-view select[aria-label=refresh]", (s) => s.value)) === "off", "explore refresh picker, off by default");
   await page.fill("textarea.promql", "sum(rate(x[1m])");
   await page.click("button.run");
   await page.waitForSelector(".explore-view .error:not([hidden])");
   check(/parse error/.test(await page.textContent(".explore-view .error")), "explore shows query errors");
+  check((await page.$$(".explore-view .error > div")).length === 1, "a query error is shown once");
 
   // 8. Tree view.
   await page.click("nav a[href='#/tree']");
@@ -126,6 +188,12 @@ try {
   check(await page.evaluate(() => window.__vigil.logs.unavailable === true && window.__vigil.logs.rows === 0), "no rows, patterns unavailable");
   await shot("logs-unavailable.png");
 
+  const icon = await page.evaluate(async () => {
+    const r = await fetch(document.querySelector("link[rel=icon]")?.href ?? "/favicon.ico");
+    return `${r.status} ${r.headers.get("content-type")}`;
+  });
+  check(icon === "200 image/svg+xml", `the page links its favicon and it is served (${icon})`);
+  check(missing.length === 0, "no static file is missing" + (missing.length ? ": " + missing.join(", ") : ""));
   check(errors.length === 0, "no page errors" + (errors.length ? ": " + errors.join("; ") : ""));
   console.log("e2e passed");
 } catch (e) {

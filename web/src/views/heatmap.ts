@@ -5,11 +5,14 @@ import { dequantise, QUANT_DOWN, QUANT_MAX, QUANT_MISSING, type NodeEntry } from
 import { formatValue } from "../format";
 import { Heatmap } from "../heatmap";
 import { presets, selected } from "../presets";
+import { placeNode } from "../layout";
+import { parseScale, remap, remapTable } from "../scale";
 // heatmapView: every node a cell, coloured by the live stream of one
 // expression.
 export function heatmapView(root: HTMLElement, { route, navigate, expose, signal }: ViewContext): () => void {
   const sel = selected(route.params);
   const custom = !sel.preset;
+  const scale = parseScale(route.params, sel.preset?.range);
 
   const select = h("select", { "aria-label": "metric" },
     presets.map((p) => h("option", { value: p.id }, p.label)),
@@ -22,8 +25,46 @@ export function heatmapView(root: HTMLElement, { route, navigate, expose, signal
     const pre = presets.find((x) => x.expr === input.value.trim());
     if (pre) p.set("m", pre.id);
     else p.set("expr", input.value.trim());
+    // A user-chosen scale stays with the expression; a preset's own range
+    // follows the preset.
+    if (route.params.has("scale") || route.params.has("lo")) scaleParams(p);
     navigate({ view: "heatmap", params: p });
   };
+  const scaleSel = h("select", { "aria-label": "colour scale" },
+    h("option", { value: "fixed" }, "fixed"),
+    h("option", { value: "auto" }, "auto (each frame's min–max)"),
+  );
+  scaleSel.value = scale.auto ? "auto" : "fixed";
+  const loIn = h("input.bound", { type: "number", step: "any", "aria-label": "scale low", value: scale.auto ? "" : String(scale.lo) });
+  const hiIn = h("input.bound", { type: "number", step: "any", "aria-label": "scale high", value: scale.auto ? "" : String(scale.hi) });
+  loIn.hidden = hiIn.hidden = scale.auto;
+  const scaleParams = (p: URLSearchParams) => {
+    const lo = Number(loIn.value), hi = Number(hiIn.value);
+    if (scaleSel.value === "auto") p.set("scale", "auto");
+    else if (loIn.value !== "" && hiIn.value !== "" && lo < hi) {
+      p.set("lo", String(lo));
+      p.set("hi", String(hi));
+    }
+    return p;
+  };
+  const rescale = () => {
+    const p = new URLSearchParams(route.params);
+    p.delete("scale");
+    p.delete("lo");
+    p.delete("hi");
+    navigate({ view: "heatmap", params: scaleParams(p) });
+  };
+  scaleSel.addEventListener("change", () => {
+    if (scaleSel.value === "fixed" && (loIn.value === "" || hiIn.value === "")) {
+      // From auto to fixed: the preset's range, else the one on screen.
+      const [a, b] = sel.preset?.range ?? [+min.toPrecision(3), +(max > min ? max : min + 1).toPrecision(3)];
+      loIn.value = String(a);
+      hiIn.value = String(b);
+    }
+    rescale();
+  });
+  loIn.addEventListener("change", rescale);
+  hiIn.addEventListener("change", rescale);
   select.addEventListener("change", () => {
     if (select.value === "custom") {
       input.focus();
@@ -37,6 +78,14 @@ export function heatmapView(root: HTMLElement, { route, navigate, expose, signal
   const status = h("span.status", null, "connecting…");
   const err = h("div.error", { hidden: true });
   const lo = h("span.num"), hi = h("span.num");
+  const unitName = { fraction: "%", bytes: "bytes", "bytes/s": "bytes/s", none: "" }[sel.unit];
+  const caption = h("span.caption", null,
+    (sel.preset?.label ?? "value") + (unitName ? ` (${unitName})` : "") + ":");
+  const mode = h("span.mode", null, scale.auto ? "auto: this frame's min–max, colours differ between frames" : "fixed scale; values beyond it take its end colour");
+  if (!scale.auto) {
+    lo.textContent = formatValue(scale.lo, sel.unit);
+    hi.textContent = (scale.hi > scale.lo ? "≥ " : "") + formatValue(scale.hi, sel.unit);
+  }
   const bar = h("canvas.scale", { width: 256, height: 1 });
   const bctx = bar.getContext("2d")!;
   const imgd = bctx.createImageData(256, 1);
@@ -46,14 +95,15 @@ export function heatmapView(root: HTMLElement, { route, navigate, expose, signal
   }
   bctx.putImageData(imgd, 0, 0);
   const legend = h("div.legend", null,
-    lo, bar, hi,
+    caption, lo, bar, hi, mode,
     h("span.swatch.down", { title: "up == 0" }), "down",
     h("span.swatch.missing", { title: "no value for this expression" }), "no data",
   );
   const tip = h("div.tooltip", { hidden: true });
   const wrap = h("div.hm-wrap");
   const el = h("section.view.heatmap-view", null,
-    h("div.toolbar", null, h("label", null, "Colour by ", select), input, h("button", { onclick: apply }, "Apply"), status),
+    h("div.toolbar", null, h("label", null, "Colour by ", select), input, h("button", { onclick: apply }, "Apply"),
+      h("label", null, "Scale ", scaleSel), loIn, hiIn, status),
     err, legend, wrap, tip,
   );
   // Colours of the swatches come from the same constants as the canvas.
@@ -65,6 +115,10 @@ export function heatmapView(root: HTMLElement, { route, navigate, expose, signal
   let min = 0, max = 0, lastT = 0, lastSize = 0;
   let hoverX = 0, hoverY = 0;
   let pending: Uint8Array | null = null;
+  // raw holds the last frame's codes as sent (over min..max) for the
+  // tooltip; the canvas gets them remapped onto the scale.
+  let raw: Uint8Array = new Uint8Array(0), shown = new Uint8Array(0);
+  const table = new Uint8Array(256);
 
   const showTip = (i: number, x: number, y: number) => {
     hoverX = x;
@@ -73,7 +127,7 @@ export function heatmapView(root: HTMLElement, { route, navigate, expose, signal
       tip.hidden = true;
       return;
     }
-    const c = hm.code(i);
+    const c = raw[i] ?? QUANT_MISSING;
     const v = c === QUANT_DOWN ? "down" : c === QUANT_MISSING ? "no data" : "≈ " + formatValue(dequantise(c, min, max), sel.unit);
     tip.textContent = `${hm.nodeName(i)}: ${v}`;
     tip.hidden = false;
@@ -85,7 +139,9 @@ export function heatmapView(root: HTMLElement, { route, navigate, expose, signal
   });
 
   const apply1 = (q: Uint8Array) => {
-    hm.update(q);
+    raw = q;
+    if (shown.length !== q.length) shown = new Uint8Array(q.length);
+    hm.update(remap(q, remapTable(min, max, scale, table), shown));
     let down = 0, missing = 0;
     for (let i = 0; i < q.length; i++) {
       if (q[i] === QUANT_DOWN) down++;
@@ -114,8 +170,10 @@ export function heatmapView(root: HTMLElement, { route, navigate, expose, signal
       if (f.min !== min || f.max !== max) {
         min = f.min;
         max = f.max;
-        lo.textContent = formatValue(min, sel.unit);
-        hi.textContent = formatValue(max, sel.unit);
+        if (scale.auto) {
+          lo.textContent = formatValue(min, sel.unit);
+          hi.textContent = formatValue(max, sel.unit);
+        }
       }
       // A hidden tab keeps only the latest frame and paints it on return.
       if (document.hidden) pending = f.q;
@@ -132,7 +190,8 @@ export function heatmapView(root: HTMLElement, { route, navigate, expose, signal
       status.textContent = s === "closed" ? "stream closed" : s + "…";
     },
   }, signal);
-  expose({ heatmap: hm.stats, lastFrame: () => lastT, expr: sel.expr, locate: (n: string) => hm.clientPos(n) });
+  expose({ heatmap: hm.stats, lastFrame: () => lastT, expr: sel.expr, scale, code: (n: string) => hm.code(nodes.findIndex((x) => x.name === n)), locate: (n: string) => hm.clientPos(n),
+    rack: (n: string) => { const x = nodes.find((e) => e.name === n); return x ? placeNode(x).rack : null; } });
 
   root.append(el);
   return () => {

@@ -1,11 +1,14 @@
 import type uPlot from "uplot";
-import { makeChart } from "../chart";
-import { instantQuery, isAbort, rangeQuery, type Labels, type MatrixSeries } from "../api";
+import { makeChart, type ChartWithLabels } from "../chart";
+import { instantQuery, isAbort, rangeQuery, series, type Labels, type MatrixSeries } from "../api";
 import { h, promString, type ViewContext } from "../dom";
 import { formatLabels, formatValue, type Unit } from "../format";
-import { stepFor, timeRange } from "../route";
+import { stepFor, timeRange, type TimeRange } from "../route";
 import { alignSeries } from "../series";
-import { timePicker } from "./timepicker";
+import { refreshMs, refreshPicker, timePicker } from "./timepicker";
+
+// The node view follows "now" by itself unless told otherwise.
+const defaultRefresh = "10s";
 
 interface Panel {
   title: string;
@@ -39,73 +42,140 @@ const panels: Panel[] = [
   ] },
 ];
 
-// nodeView: one node's history charts, its up badge and top processes.
+// nodeView: one node's history charts, its up badge and top processes,
+// refreshed every ?refresh= period (default 10s) while the range ends now.
 export function nodeView(root: HTMLElement, { route, navigate, expose, signal }: ViewContext): () => void {
   const node = route.node!;
   const sel = `node=${promString(node)}`;
-  const r = timeRange(route.params, Date.now());
-  const step = stepFor(r);
-  const win = Math.max(4 * step, 30) + "s";
-  const charts: uPlot[] = [];
-  // For the browser tests: per chart, its series and non-empty points.
+  let r = timeRange(route.params, Date.now());
+  const charts = new Map<string, { u: uPlot; labels: string }>();
+  // For the browser tests: per chart, its series and non-empty points; and
+  // how many times the view has loaded.
   const drawn: { title: string; series: number; points: number }[] = [];
-  expose({ charts: drawn });
+  const state = {
+    loads: 0,
+    missing: false,
+    xRanges: () => [...charts.values()].map((c) => [c.u.scales.x.min, c.u.scales.x.max]),
+    yLabels: (title: string) => (charts.get(title)?.u as ChartWithLabels | undefined)?.yLabels ?? [],
+  };
+  expose({ charts: drawn, node: state });
 
+  const go = (p: URLSearchParams) => navigate({ view: "node", node, params: p });
   const pick = (from: string, to: string) => {
     const p = new URLSearchParams(route.params);
     p.set("from", from);
     p.set("to", to);
-    navigate({ view: "node", node, params: p });
+    go(p);
   };
   const badge = h("span.badge", null, "…");
   const grid = h("div.charts");
   const procs = h("div.procs", null, "loading…");
+  const updated = h("span.muted.updated");
   const el = h("section.view.node-view", null,
     h("div.toolbar", null,
       h("a", { href: "#/heatmap" }, "← heatmap"),
-      h("h2", null, node), badge, timePicker(route.params, r, pick)),
+      h("h2", null, node), badge, timePicker(route.params, r, pick),
+      refreshPicker(route.params, defaultRefresh, (v) => {
+        const p = new URLSearchParams(route.params);
+        p.set("refresh", v);
+        go(p);
+      }), updated),
     grid,
     h("h3", null, "Top processes"), procs,
   );
-
-  for (const p of panels) {
+  const boxes = panels.map((p) => {
     const box = h("div.chart", { "data-title": p.title }, h("div.chart-title", null, p.title), h("div.chart-msg", null, "loading…"));
     grid.append(box);
-    Promise.all(p.queries.map(async (q) => {
+    return box;
+  });
+
+  const loadPanel = (p: Panel, box: HTMLElement, r: TimeRange) => {
+    const step = stepFor(r);
+    const win = Math.max(4 * step, 30) + "s";
+    return Promise.all(p.queries.map(async (q) => {
       const res = await rangeQuery(q.expr(sel, win), r.start, r.end, step, { signal });
       return res.map((s) => ({ s, label: q.label(s.metric) }));
     })).then((parts) => {
       const all = parts.flat().sort((a, b) => a.label.localeCompare(b.label, undefined, { numeric: true }));
-      box.replaceChildren();
-      if (all.length === 0) {
-        box.append(h("div.chart-title", null, p.title), h("div.chart-msg", null, "no data in this range"));
-        return;
-      }
       const data = alignSeries(all.map((x) => x.s as MatrixSeries));
-      charts.push(makeChart(box, {
-        title: p.title, unit: p.unit, labels: all.map((x) => x.label), data, stepped: p.stepped, yRange: p.yRange,
-        syncKey: "node", onZoom: (a, b) => pick(String(a), String(b)),
-      }));
-      box.classList.add("has-data");
+      const labels = all.map((x) => x.label).join("\u0000");
+      const old = charts.get(p.title);
+      const i = drawn.findIndex((d) => d.title === p.title);
+      if (i >= 0) drawn.splice(i, 1);
+      if (old && old.labels === labels) {
+        // Same series: new data in place, no flicker.
+        old.u.setData(data as uPlot.AlignedData, false);
+        old.u.setScale("x", { min: r.start / 1000, max: r.end / 1000 });
+      } else {
+        old?.u.destroy();
+        charts.delete(p.title);
+        box.replaceChildren();
+        box.classList.remove("has-data");
+        if (all.length === 0) {
+          box.append(h("div.chart-title", null, p.title), h("div.chart-msg", null, "no data in this range"));
+          return;
+        }
+        charts.set(p.title, { labels, u: makeChart(box, {
+          title: p.title, unit: p.unit, labels: all.map((x) => x.label), data, stepped: p.stepped, yRange: p.yRange,
+          xRange: [r.start, r.end], syncKey: "node", onZoom: (a, b) => pick(String(a), String(b)),
+        }) });
+        box.classList.add("has-data");
+      }
       drawn.push({ title: p.title, series: all.length, points: data.slice(1).reduce((n, ys) => n + ys.filter((y) => y !== null).length, 0) });
     }).catch((e: Error) => {
       if (isAbort(e)) return;
       box.replaceChildren(h("div.chart-title", null, p.title), h("div.chart-msg.error", null, e.message));
     });
-  }
+  };
 
-  instantQuery(`up{${sel}}`, r.end, { signal }).then((d) => {
-    const v = d.resultType === "vector" && d.result[0] ? parseFloat(d.result[0].value[1]) : NaN;
-    badge.textContent = Number.isNaN(v) ? "unknown" : v >= 1 ? "up" : "down";
-    badge.className = "badge " + (Number.isNaN(v) ? "" : v >= 1 ? "up" : "down");
-  }).catch(() => (badge.textContent = "unknown"));
+  const load = async () => {
+    // A name no node has reported under is a typo or a stale link: say so
+    // instead of six empty panels.
+    const known = await series([`up{${sel}}`], r.start, r.end, { signal }).catch((e: Error) => (isAbort(e) ? null : [{}]));
+    if (known === null) return;
+    if (known.length === 0) {
+      state.missing = true;
+      el.replaceChildren(h("div.toolbar", null, h("a", { href: "#/heatmap" }, "← heatmap"), h("h2", null, node), timePicker(route.params, r, pick)),
+        h("div.error.no-such-node", null, `No such node: "${node}" has sent no data in this range.`));
+      return;
+    }
+    state.missing = false;
+    await Promise.all([
+      ...panels.map((p, i) => loadPanel(p, boxes[i], r)),
+      instantQuery(`up{${sel}}`, r.end, { signal }).then((d) => {
+        const v = d.resultType === "vector" && d.result[0] ? parseFloat(d.result[0].value[1]) : NaN;
+        badge.textContent = Number.isNaN(v) ? "unknown" : v >= 1 ? "up" : "down";
+        badge.className = "badge " + (Number.isNaN(v) ? "" : v >= 1 ? "up" : "down");
+      }).catch(() => (badge.textContent = "unknown")),
+      loadProcesses(sel, r.end, signal).then((t) => procs.replaceChildren(t)).catch((e: Error) => {
+        if (!isAbort(e)) procs.replaceChildren(h("span.error", null, e.message));
+      }),
+    ]);
+    state.loads++;
+    updated.textContent = "updated " + new Date().toLocaleTimeString();
+  };
 
-  loadProcesses(sel, r.end, signal).then((t) => procs.replaceChildren(t)).catch((e: Error) => {
-    if (!isAbort(e)) procs.replaceChildren(h("span.error", null, e.message));
-  });
+  // Refresh: one load at a time; a slow server delays the next, never
+  // stacks them.
+  const every = refreshMs(route.params, defaultRefresh);
+  let timer = 0;
+  const loop = () => {
+    load().finally(() => {
+      if (every > 0 && !signal.aborted && !state.missing) {
+        timer = window.setTimeout(() => {
+          r = timeRange(route.params, Date.now());
+          loop();
+        }, every);
+      }
+    });
+  };
+  loop();
 
   root.append(el);
-  return () => charts.forEach((c) => c.destroy());
+  return () => {
+    clearTimeout(timer);
+    charts.forEach((c) => c.u.destroy());
+  };
 }
 
 // loadProcesses pivots vigil_process_* series into one row per process;

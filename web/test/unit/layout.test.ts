@@ -5,17 +5,23 @@ import { computeLayout, groupRacks, hitTest, placeNode, RACK_SIZE } from "../../
 const names = (prefix: string, from: number, n: number) =>
   Array.from({ length: n }, (_, i) => ({ name: prefix + String(from + i).padStart(5, "0") }));
 
-test("nodes are placed by name prefix and number / 32", () => {
-  assert.deepEqual(placeNode({ name: "cn00045" }), { partition: "cn", rack: "r1" });
-  assert.deepEqual(placeNode({ name: "gpu-007" }), { partition: "gpu", rack: "r0" });
+test("nodes are placed by name prefix and racks of 32 counted from 1", () => {
+  assert.deepEqual(placeNode({ name: "cn00045" }), { partition: "cn", rack: "r2" });
+  assert.deepEqual(placeNode({ name: "gpu-007" }), { partition: "gpu", rack: "r1" });
+  // The demo's nodes are cn00001..: the first rack holds 1..32, not 1..31.
+  assert.deepEqual(placeNode({ name: "cn00001" }), { partition: "cn", rack: "r1" });
+  assert.deepEqual(placeNode({ name: "cn00032" }), { partition: "cn", rack: "r1" });
+  assert.deepEqual(placeNode({ name: "cn00033" }), { partition: "cn", rack: "r2" });
+  assert.deepEqual(placeNode({ name: "cn00512" }), { partition: "cn", rack: "r16" });
+  assert.deepEqual(placeNode({ name: "cn00000" }), { partition: "cn", rack: "r0" });
   assert.deepEqual(placeNode({ name: "login" }), { partition: "other", rack: "other" });
   assert.deepEqual(placeNode({ name: "x1", group: "rackA" }), { partition: "", rack: "rackA" });
 });
 
 test("racks hold at most 32 nodes and partitions stay together", () => {
-  const nodes = [...names("cn", 0, 70), ...names("gpu", 0, 10), ...names("cn", 70, 5)];
+  const nodes = [...names("cn", 1, 70), ...names("gpu", 1, 10), ...names("cn", 71, 5)];
   const racks = groupRacks(nodes);
-  assert.deepEqual(racks.map((r) => `${r.partition}/${r.label}:${r.nodes.length}`), ["cn/r0:32", "cn/r1:32", "cn/r2:11", "gpu/r0:10"]);
+  assert.deepEqual(racks.map((r) => `${r.partition}/${r.label}:${r.nodes.length}`), ["cn/r1:32", "cn/r2:32", "cn/r3:11", "gpu/r1:10"]);
   const big = groupRacks(Array.from({ length: 70 }, (_, i) => ({ name: "n" + i, group: "g" })));
   assert.deepEqual(big.map((r) => r.nodes.length), [RACK_SIZE, RACK_SIZE, 6]);
 });
