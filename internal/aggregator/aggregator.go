@@ -78,6 +78,7 @@ type Aggregator struct {
 	selfDescs selfDescs
 	reload    chan struct{}
 	reg       *prometheus.Registry // served on /metrics
+	lag       lagMetrics
 	httpm     *httpsec.Metrics
 	fileMod   time.Time    // children file's mtime when last read (housekeeping only)
 	boundAddr atomic.Value // string: the listener's address once bound
@@ -105,21 +106,24 @@ func New(cfg Config) (*Aggregator, error) {
 		return nil, errors.New("aggregator: no upstream address (--upstream host:port)")
 	}
 	log := cfg.Log.With("component", "aggregator", "name", cfg.Name)
-	client, err := wire.NewClient(wire.ClientOptions{
-		Addrs: cfg.Upstream, Key: cfg.Key, Name: cfg.Name, Log: log,
-		MaxQueueBytes: cfg.BufferBytes, MinBackoff: 100 * time.Millisecond, MaxBackoff: 2 * time.Second,
-	})
-	if err != nil {
-		return nil, err
-	}
 	a := &Aggregator{
-		cfg: cfg, log: log, client: client,
+		cfg: cfg, log: log,
 		live:    treestate.NewLiveness(3 * cfg.Interval),
 		streams: map[streamKey]*wire.ClientStream{},
 		reload:  make(chan struct{}, 1),
 	}
-	a.selfDescs = newSelfDescs(cfg.Name)
 	a.reg = prometheus.NewRegistry()
+	a.lag = newLagMetrics(a.reg)
+	client, err := wire.NewClient(wire.ClientOptions{
+		Addrs: cfg.Upstream, Key: cfg.Key, Name: cfg.Name, Log: log,
+		MaxQueueBytes: cfg.BufferBytes, MinBackoff: 100 * time.Millisecond, MaxBackoff: 2 * time.Second,
+		Written: a.lag.written,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.client = client
+	a.selfDescs = newSelfDescs(cfg.Name)
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&selfCollector{a: a, descs: map[*metric.Desc]*prometheus.Desc{}})
 	a.httpm = httpsec.NewMetrics(a.reg)
@@ -296,9 +300,11 @@ func (a *Aggregator) Schema(string, []*metric.Desc) {}
 func (a *Aggregator) Tick(node string, t time.Time, descs []*metric.Desc, values []float64) {
 	now := time.Now()
 	a.received.Add(uint64(len(values)))
-	if lag := int64(now.Sub(t)); lag > a.maxLag.Load() {
-		a.maxLag.Store(lag)
+	lag := now.Sub(t)
+	if int64(lag) > a.maxLag.Load() {
+		a.maxLag.Store(int64(lag))
 	}
+	a.lag.received.Observe(lag.Seconds())
 	if a.live.Seen(node, t, now) {
 		a.client.NodeState(node, true, t)
 	}

@@ -69,10 +69,13 @@ func Run(ctx context.Context, o Options) error {
 	sch := NewSchema(o.CPUs)
 	var clients []*wire.Client
 	var overruns atomic.Uint64
+	// Where the latency of a tick goes before it leaves: how late it was
+	// produced (this process short of CPU) and written to the socket.
+	var produced, written lagHist
 	g, ctx := errgroup.WithContext(ctx)
 	for start := 0; start < o.Nodes; start += o.GroupSize {
 		end := min(start+o.GroupSize, o.Nodes)
-		grp := &group{interval: o.Interval, overruns: &overruns}
+		grp := &group{interval: o.Interval, overruns: &overruns, produced: &produced}
 		c, err := wire.NewClient(wire.ClientOptions{
 			Addrs: o.Upstream,
 			Key:   o.Key,
@@ -80,6 +83,7 @@ func Run(ctx context.Context, o Options) error {
 			Log:   o.Log.With("group", NodeName(o.First+start)),
 			// About a minute of ticks at 1s.
 			MaxQueueBytes: min((end-start)*32<<10, 256<<20),
+			Written:       func(t, _, now time.Time) { written.observe(now.Sub(t)) },
 		})
 		if err != nil {
 			return err
@@ -127,8 +131,11 @@ func Run(ctx context.Context, o Options) error {
 					connected++
 				}
 			}
+			p50, p99 := produced.take()
+			w50, w99 := written.take()
 			log.Info("totals", "ticks", ticks, "dropped", dropped, "bytes", bytes,
-				"connected", connected, "connections", len(clients), "overruns", overruns.Load())
+				"connected", connected, "connections", len(clients), "overruns", overruns.Load(),
+				"produced_p50", p50, "produced_p99", p99, "written_p50", w50, "written_p99", w99)
 		}
 	})
 	return g.Wait()
@@ -142,6 +149,7 @@ type group struct {
 	names    []string
 	streams  []*wire.ClientStream
 	overruns *atomic.Uint64
+	produced *lagHist
 }
 
 func (g *group) run(ctx context.Context) {
@@ -161,6 +169,7 @@ func (g *group) run(ctx context.Context) {
 			b.Reset(next)
 			n.Sample(next, dt, &b)
 			g.client.Batch(g.streams[i], &b)
+			g.produced.observe(time.Since(next))
 		}
 		last = next
 		// As the sampler: ticks missed while working are skipped, not queued.

@@ -42,6 +42,11 @@ type ClientOptions struct {
 	KeepAlive        time.Duration // ping after this much silence (default 15s)
 	MinBackoff       time.Duration // first reconnect delay (default 100ms)
 	MaxBackoff       time.Duration // reconnect delay cap (default 30s)
+	// Written, if set, is called for each tick written to a connection with
+	// the tick's timestamp, when it was queued and now: where a tick's
+	// latency goes. It runs under the client's lock, so it must be quick
+	// and must not call the Client.
+	Written func(t, queued, now time.Time)
 }
 
 // ClientStats counts what a Client did.
@@ -450,10 +455,17 @@ func (c *Client) stream(ctx context.Context, conn net.Conn, fr *FrameReader, ses
 				}
 			}
 		} else {
+			var now time.Time
+			if c.o.Written != nil {
+				now = time.Now()
+			}
 			// Written, not yet known to be processed: keep until acked.
 			for _, e := range c.inflight {
 				if !e.tick {
 					continue
+				}
+				if c.o.Written != nil {
+					c.o.Written(e.t, e.queued, now)
 				}
 				if len(c.unacked)-c.uhead >= maxUnacked {
 					c.unacked[c.uhead] = entry{}
