@@ -152,12 +152,17 @@ type group struct {
 	produced *lagHist
 }
 
+// maxCatchUp bounds the ticks a group produces late after running long;
+// a longer stall (a suspended process) is skipped and reported as a gap.
+const maxCatchUp = 5
+
 func (g *group) run(ctx context.Context) {
 	var b metric.Batch
 	next := sampler.NextTick(time.Now(), g.interval, 0)
 	last := next.Add(-g.interval)
 	timer := time.NewTimer(time.Until(next))
 	defer timer.Stop()
+	first := true
 	for {
 		select {
 		case <-ctx.Done():
@@ -165,6 +170,7 @@ func (g *group) run(ctx context.Context) {
 		case <-timer.C:
 		}
 		dt := next.Sub(last)
+		start := time.Now()
 		for i, n := range g.nodes {
 			b.Reset(next)
 			n.Sample(next, dt, &b)
@@ -172,9 +178,20 @@ func (g *group) run(ctx context.Context) {
 			g.produced.observe(time.Since(next))
 		}
 		last = next
-		// As the sampler: ticks missed while working are skipped, not queued.
-		after := sampler.NextTick(time.Now(), g.interval, 0)
-		if missed := int64(after.Sub(next)/g.interval) - 1; missed > 0 {
+		now := time.Now()
+		after := sampler.NextTick(now, g.interval, 0)
+		missed := int64(after.Sub(next)/g.interval) - 1
+		// A model can sample any instant, so ticks missed because the
+		// first tick (every schema) or a scheduling hiccup ran long are
+		// produced late rather than lost: catching up ends as long as a
+		// tick takes less than an interval to build. Only ticks that
+		// themselves take longer mean more load than this process can
+		// carry; then, as the sampler, it skips ticks and says so.
+		if missed > 0 && missed <= maxCatchUp && (first || now.Sub(start) < g.interval) {
+			after, missed = next.Add(g.interval), 0
+		}
+		first = false
+		if missed > 0 {
 			g.overruns.Add(uint64(missed))
 			// Skipped ticks are missing data: say so, as a lossy tree would.
 			for _, name := range g.names {
