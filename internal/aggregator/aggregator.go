@@ -64,7 +64,7 @@ type Aggregator struct {
 	wstats wire.ServerStats
 
 	mu      sync.Mutex // guards streams and serialises forwarding counts
-	streams map[streamKey]*wire.ClientStream
+	streams map[streamKey]*fwdStream
 	self    *wire.ClientStream
 
 	received  atomic.Uint64
@@ -109,7 +109,7 @@ func New(cfg Config) (*Aggregator, error) {
 	a := &Aggregator{
 		cfg: cfg, log: log,
 		live:    treestate.NewLiveness(3 * cfg.Interval),
-		streams: map[streamKey]*wire.ClientStream{},
+		streams: map[streamKey]*fwdStream{},
 		reload:  make(chan struct{}, 1),
 	}
 	a.reg = prometheus.NewRegistry()
@@ -296,8 +296,25 @@ func (a *Aggregator) Disconnect(p wire.Peer, err error) {
 // Schema implements wire.Handler; streams are found per tick.
 func (a *Aggregator) Schema(string, []*metric.Desc) {}
 
+// fwdStream is how a node's stream goes upstream: its children's value
+// frames passed on as they are (rs), or, until the child's next keyframe
+// once that is not possible, re-encoded (cs). Each is created when first
+// needed.
+type fwdStream struct{ rs, cs *wire.ClientStream }
+
 // Tick implements wire.Handler: forward one tick of one node.
 func (a *Aggregator) Tick(node string, t time.Time, descs []*metric.Desc, values []float64) {
+	a.forward(node, t, descs, values, nil)
+}
+
+// RelayTick implements wire.RelayHandler: forward one tick of one node,
+// passing its frame on without encoding it again when the upstream holds
+// the state it was coded against.
+func (a *Aggregator) RelayTick(node string, t time.Time, descs []*metric.Desc, values []float64, f *wire.RelayFrame) {
+	a.forward(node, t, descs, values, f)
+}
+
+func (a *Aggregator) forward(node string, t time.Time, descs []*metric.Desc, values []float64, f *wire.RelayFrame) {
 	now := time.Now()
 	a.received.Add(uint64(len(values)))
 	lag := now.Sub(t)
@@ -314,13 +331,28 @@ func (a *Aggregator) Tick(node string, t time.Time, descs []*metric.Desc, values
 	}
 	a.mu.Lock()
 	k := streamKey{node, first}
-	cs := a.streams[k]
-	if cs == nil {
-		cs = a.client.NewStream(node)
-		a.streams[k] = cs
+	fs := a.streams[k]
+	if fs == nil {
+		fs = &fwdStream{}
+		a.streams[k] = fs
 	}
 	before := a.client.Stats().Dropped.Load()
-	a.client.Tick(cs, t, descs, values)
+	relayed := false
+	if f != nil {
+		if fs.rs == nil {
+			fs.rs = a.client.NewRelayStream(node)
+		}
+		relayed = a.client.Relay(fs.rs, t, descs, f)
+	}
+	if relayed {
+		a.lag.relayed.Inc()
+	} else {
+		if fs.cs == nil {
+			fs.cs = a.client.NewStream(node)
+		}
+		a.client.Tick(fs.cs, t, descs, values)
+		a.lag.encoded.Inc()
+	}
 	if a.client.Stats().Dropped.Load() != before {
 		a.dropped.Add(uint64(len(values)))
 	} else {

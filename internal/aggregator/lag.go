@@ -12,8 +12,9 @@ import (
 // included), and the time it waited in the upstream queue. Percentiles
 // per hop in bench/treeload come from these.
 type lagMetrics struct {
-	received, sent prometheus.Observer
-	wait           prometheus.Histogram
+	received, sent   prometheus.Observer
+	wait             prometheus.Histogram
+	relayed, encoded prometheus.Counter
 }
 
 // lagBuckets span 1 ms to 30 s in steps of about 24 %.
@@ -30,10 +31,15 @@ func newLagMetrics(reg prometheus.Registerer) lagMetrics {
 		Help:    "Time a forwarded tick waited in the upstream queue before it was written.",
 		Buckets: lagBuckets,
 	})
+	fwd := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vigil_aggregator_forwarded_ticks_total",
+		Help: "Ticks forwarded upstream, by how: relayed (the child's frame passed on as it is) or encoded (decoded and encoded again).",
+	}, []string{"how"})
 	if reg != nil {
-		reg.MustRegister(tl, wait)
+		reg.MustRegister(tl, wait, fwd)
 	}
-	return lagMetrics{received: tl.WithLabelValues("received"), sent: tl.WithLabelValues("written"), wait: wait}
+	return lagMetrics{received: tl.WithLabelValues("received"), sent: tl.WithLabelValues("written"), wait: wait,
+		relayed: fwd.WithLabelValues("relayed"), encoded: fwd.WithLabelValues("encoded")}
 }
 
 // written is the upstream client's Written hook.

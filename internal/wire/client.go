@@ -145,6 +145,11 @@ type ClientStream struct {
 	gap            bool
 	gapFrom, gapTo time.Time
 	last           uint64 // seq of the stream's last queued entry
+	// A relayed stream (Relay) passes on another sender's frames; inSync:
+	// the upstream holds the state of source's frames since a restart.
+	relay  bool
+	inSync bool
+	source any
 }
 
 // NewClient checks the options; Run does the work.
@@ -212,6 +217,39 @@ func (c *Client) Tick(cs *ClientStream, t time.Time, descs []*metric.Desc, value
 	defer c.mu.Unlock()
 	buf, err := c.enc.AppendTick(c.take(), cs.s, t, descs, values)
 	c.push(entry{buf: buf, cs: cs, t: t}, err)
+}
+
+// NewRelayStream adds a node stream for Relay.
+func (c *Client) NewRelayStream(node string) *ClientStream {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return &ClientStream{s: c.enc.NewStream(node), relay: true}
+}
+
+// Relay queues one tick of rs as its sender coded it (an aggregator passing
+// a child's frame on, f from RelayHandler), so it is not encoded again. It
+// queues nothing and reports false when the upstream lacks the state the
+// frame was coded against (a new connection, a dropped tick, a schema
+// change, another source) and the frame is no keyframe; the caller then
+// queues the decoded tick on another stream with Tick. From the sender's
+// next keyframe on, relaying goes on.
+func (c *Client) Relay(rs *ClientStream, t time.Time, descs []*metric.Desc, f *RelayFrame) bool {
+	if f.Body == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	buf := c.take() // may drop queued ticks of rs: decide after it
+	restart := !rs.inSync || rs.s.epoch != c.enc.epoch || f.Changed || rs.source != f.Source
+	if restart && !f.Key {
+		rs.inSync = false
+		c.free = append(c.free, buf[:0])
+		return false
+	}
+	buf = c.enc.AppendRelay(buf, rs.s, descs, f.Key, f.Body, restart)
+	rs.inSync, rs.source = true, f.Source
+	c.push(entry{buf: buf, cs: rs, t: t}, nil)
+	return true
 }
 
 // Gap queues a gap of node (ticks from..to lost further down the tree).
@@ -575,6 +613,7 @@ func (c *Client) dropOldest() bool {
 		f := c.find(next)
 		if f == nil {
 			cs.s.Keyframe()
+			cs.inSync = false // a relayed stream waits for its sender's keyframe
 			break
 		}
 		if f.key && f.tick {
