@@ -12,6 +12,12 @@
 // same machine and its CPU is reported too: on a small machine it competes
 // with the aggregator.
 //
+// Latency is broken down by hop: how late the simulator built and wrote
+// each tick (from its log) and each aggregator's lag at arrival and once
+// written upstream (its vigil_aggregator_tick_lag_seconds histograms), all
+// against the tick's own timestamp, over the window. Gap records are
+// counted on the window and for the whole run.
+//
 // --key authenticates every link with a shared key generated for the run
 // (tagged frames, protocol 2), to compare its cost with unkeyed runs.
 //

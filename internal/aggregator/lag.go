@@ -10,7 +10,8 @@ import (
 // aggregator's lag at arrival and once written upstream (both against the
 // tick's own timestamp, so a sender's and lower tiers' delays are
 // included), and the time it waited in the upstream queue. Percentiles
-// per hop in bench/treeload come from these.
+// per hop in bench/treeload come from these. It also counts the ticks
+// relayed (passed on as they came) and those encoded again.
 type lagMetrics struct {
 	received, sent   prometheus.Observer
 	wait             prometheus.Histogram
