@@ -153,6 +153,9 @@ type Decoder struct {
 	total   int // table entries over all streams
 	key     []byte
 	br      bitReader
+	// vals holds a tick's values while the handler runs: one for all
+	// streams, as thousands of them share a connection.
+	vals []float64
 	// Values counts decoded values, for throughput accounting.
 	Values uint64
 }
@@ -163,7 +166,6 @@ type decStream struct {
 	state []valState
 	idx   []int32
 	seq   []*metric.Desc
-	vals  []float64
 	prevT int64
 	prevD int64
 	ready bool // a schema has been received
@@ -478,18 +480,19 @@ func (d *Decoder) values(payload []byte, h Handler, key bool) error {
 	s.prevD += dod
 	s.prevT += s.prevD
 	d.br = bitReader{buf: p.b}
-	s.vals = grow(s.vals[:0], len(s.idx))
+	vals := d.vals[:0]
 	for _, i := range s.idx {
 		v, ok := decodeValue(&d.br, &s.state[i])
 		if !ok {
 			return fmt.Errorf("%w: node %s: bad value code for %s", ErrMalformed, s.node, s.descs[i].Name)
 		}
-		s.vals = append(s.vals, v)
+		vals = append(vals, v)
 	}
 	if d.br.pos != len(d.br.buf) {
 		return fmt.Errorf("%w: node %s: %d trailing bytes after values", ErrMalformed, s.node, len(d.br.buf)-d.br.pos)
 	}
-	d.Values += uint64(len(s.vals))
+	d.vals = vals
+	d.Values += uint64(len(vals))
 	if r, ok := h.(RelayHandler); ok {
 		if s.source == nil {
 			s.source = &relaySource{}
@@ -499,9 +502,9 @@ func (d *Decoder) values(payload []byte, h Handler, key bool) error {
 			f.Body = nil
 		}
 		s.changed, s.fresh = false, false
-		r.RelayTick(s.node, time.Unix(0, s.prevT), s.seq, s.vals, &f)
+		r.RelayTick(s.node, time.Unix(0, s.prevT), s.seq, vals, &f)
 		return nil
 	}
-	h.Tick(s.node, time.Unix(0, s.prevT), s.seq, s.vals)
+	h.Tick(s.node, time.Unix(0, s.prevT), s.seq, vals)
 	return nil
 }

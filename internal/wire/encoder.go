@@ -216,7 +216,10 @@ func (e *Encoder) AppendRelay(dst []byte, s *Stream, descs []*metric.Desc, key b
 		s.seq = append(grow(s.seq[:0], len(descs)), descs...)
 		dst = e.appendSchema(dst, s)
 		s.fresh = false
-		s.state = nil // the values go as they are: no state of our own
+		// The values go as they are: no value state of our own, and the
+		// order is needed again only for the next restart. The table
+		// stays: other streams' schemas copy from it.
+		s.state, s.seq, s.idx = nil, nil, nil
 	}
 	s.valuesAt = len(dst)
 	s.key = key || restart
