@@ -147,7 +147,6 @@ type ClientStream struct {
 	last           uint64 // seq of the stream's last queued entry
 	// A relayed stream (Relay) passes on another sender's frames; inSync:
 	// the upstream holds the state of source's frames since a restart.
-	relay  bool
 	inSync bool
 	source any
 }
@@ -223,7 +222,7 @@ func (c *Client) Tick(cs *ClientStream, t time.Time, descs []*metric.Desc, value
 func (c *Client) NewRelayStream(node string) *ClientStream {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return &ClientStream{s: c.enc.NewStream(node), relay: true}
+	return &ClientStream{s: c.enc.NewStream(node)}
 }
 
 // Relay queues one tick of rs as its sender coded it (an aggregator passing
