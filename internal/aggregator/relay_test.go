@@ -202,3 +202,74 @@ func relayChain(t *testing.T, drops bool) {
 		t.Errorf("a1 encoded no tick; want the ticks after a schema change encoded")
 	}
 }
+
+// orderTop records each tick's values in order.
+type orderTop struct {
+	wire.NopHandler
+	mu    sync.Mutex
+	ticks map[int64][]uint64
+}
+
+func (h *orderTop) Tick(node string, t time.Time, _ []*metric.Desc, values []float64) {
+	if node != "cn1" {
+		return
+	}
+	v := make([]uint64, len(values))
+	for i, x := range values {
+		v[i] = math.Float64bits(x)
+	}
+	h.mu.Lock()
+	h.ticks[t.UnixNano()] = v
+	h.mu.Unlock()
+}
+
+// TestRelayDuplicateSeries: a child that sends the same series twice as
+// two table entries (each with its own value state) has them interned to
+// one descriptor here; such frames are encoded again, not relayed, and
+// every value still arrives exactly.
+func TestRelayDuplicateSeries(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	top := &orderTop{ticks: map[int64][]uint64{}}
+	tln := listen(t)
+	var topStats wire.ServerStats
+	go wire.Serve(ctx, tln, wire.ServerOptions{Log: quiet(), Stats: &topStats}, top)
+	a1 := startAgg(t, ctx, "a1", tln.Addr().String(), 0)
+	child, err := wire.NewClient(wire.ClientOptions{Addrs: []string{a1.Addr()}, Name: "rack", Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go child.Run(ctx)
+	// Same content, two pointers: two entries at the child.
+	descs := []*metric.Desc{metric.NewDesc("dup", "", metric.Gauge), metric.NewDesc("dup", "", metric.Gauge)}
+	cs := child.NewStream("cn1")
+	base := time.Now().Truncate(time.Millisecond)
+	want := map[int64][]uint64{}
+	var last time.Time
+	for i := range 20 {
+		ts := base.Add(time.Duration(i) * 10 * time.Millisecond)
+		v := []float64{float64(i), 1000 - 3.5*float64(i*i)}
+		want[ts.UnixNano()] = []uint64{math.Float64bits(v[0]), math.Float64bits(v[1])}
+		child.Tick(cs, ts, descs, v)
+		last = ts
+	}
+	waitFor(t, "the last tick at the top", 10*time.Second, func() bool {
+		top.mu.Lock()
+		defer top.mu.Unlock()
+		_, ok := top.ticks[last.UnixNano()]
+		return ok
+	})
+	top.mu.Lock()
+	defer top.mu.Unlock()
+	for ts, got := range top.ticks {
+		if w := want[ts]; len(got) != 2 || got[0] != w[0] || got[1] != w[1] {
+			t.Errorf("tick at %v: %v, want %v", time.Unix(0, ts), got, w)
+		}
+	}
+	if n := topStats.ProtocolErrors.Load(); n != 0 {
+		t.Errorf("%d protocol errors", n)
+	}
+	if r := testutil.ToFloat64(a1.lag.relayed); r != 0 {
+		t.Errorf("%v ticks relayed; want all encoded again", r)
+	}
+}
