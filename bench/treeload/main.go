@@ -12,6 +12,12 @@
 // same machine and its CPU is reported too: on a small machine it competes
 // with the aggregator.
 //
+// Latency is broken down by hop: how late the simulator built and wrote
+// each tick (from its log) and each aggregator's lag at arrival and once
+// written upstream (its vigil_aggregator_tick_lag_seconds histograms), all
+// against the tick's own timestamp, over the window. Gap records are
+// counted on the window and for the whole run.
+//
 // --key authenticates every link with a shared key generated for the run
 // (tagged frames, protocol 2), to compare its cost with unkeyed runs.
 //
@@ -27,6 +33,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -92,6 +99,7 @@ type top struct {
 	lat     []time.Duration
 	closed  bool // the grace period is over: later ticks count as missing
 	gaps    int
+	gapsW   int // gap records covering part of the window
 	downs   int
 	downsW  int // down reports arriving from the window's start on
 	foreign int // ticks of nodes that are not simulated (the aggregators' own)
@@ -125,6 +133,9 @@ func (tp *top) Tick(node string, t time.Time, _ []*metric.Desc, values []float64
 func (tp *top) Gap(node string, from, to time.Time) {
 	tp.mu.Lock()
 	tp.gaps++
+	if to.UnixNano() >= tp.w0 && from.UnixNano() < tp.w1 {
+		tp.gapsW++
+	}
 	tp.mu.Unlock()
 }
 
@@ -311,6 +322,13 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
+	hist0 := make([]lagHists, len(aggs))
+	for i, a := range aggs {
+		if hist0[i], err = scrapeLag(a.http); err != nil {
+			return err
+		}
+	}
+	simLog0 := len(sim.stderr.String())
 	// Once a second: RSS, and bytes per value into L1 over that second.
 	var bpv []float64
 	prev := in0
@@ -346,6 +364,13 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
+	hist1 := make([]lagHists, len(aggs))
+	for i, a := range aggs {
+		if hist1[i], err = scrapeLag(a.http); err != nil {
+			return err
+		}
+	}
+	simLog := sim.stderr.String()[simLog0:]
 	if perf != nil {
 		_ = perf.Wait()
 	}
@@ -357,7 +382,7 @@ func run(o options) error {
 	for _, n := range tp.ticks {
 		got += int64(n)
 	}
-	values, gaps, downs, downsW := tp.values, tp.gaps, tp.downs, tp.downsW
+	values, gaps, gapsW, downs, downsW := tp.values, tp.gaps, tp.gapsW, tp.downs, tp.downsW
 	lat := slices.Clone(tp.lat)
 	tp.mu.Unlock()
 	slices.Sort(lat)
@@ -377,13 +402,28 @@ func run(o options) error {
 	}
 	fmt.Printf("  received by L1        %12.0f values/s\n", (in1.values-in0.values)/secs)
 	fmt.Printf("  received at the top   %12.0f values/s\n", float64(values)/secs)
-	fmt.Printf("  ticks                 %d of %d received in the window, %d missing 3s after it (%.3f%%), %d gap records, %d down reports (%d after the window opened)\n",
-		got, want, want-got, 100*float64(want-got)/float64(max(want, 1)), gaps, downs, downsW)
+	fmt.Printf("  ticks                 %d of %d received in the window, %d missing 3s after it (%.3f%%), %d gap records on the window (%d whole run), %d down reports (%d after the window opened)\n",
+		got, want, want-got, 100*float64(want-got)/float64(max(want, 1)), gapsW, gaps, downs, downsW)
 	if len(simTotals) == 4 {
 		fmt.Printf("  simulator             ticks=%s dropped=%s overruns=%s (whole run)\n", simTotals[1], simTotals[2], simTotals[3])
 	}
 	fmt.Printf("  latency at the top    p50 %v  p99 %v  max %v  (arrival - sample timestamp, %d ticks)\n",
 		pct(lat, 50), pct(lat, 99), pct(lat, 100), len(lat))
+	// Where the time goes: each point's lag behind the tick's timestamp.
+	fmt.Printf("  latency by hop        p50 / p99 of (time at that point - sample timestamp), over the window\n")
+	if m := simLags(simLog); m != nil {
+		fmt.Printf("    %-20s %9v / %-9v (over %s of simulator reports in the window)\n", "simulate: built", m[0], m[1], m[4])
+		fmt.Printf("    %-20s %9v / %-9v\n", "simulate: written", m[2], m[3])
+	}
+	for i, a := range aggs {
+		rcv := hist1[i].sub(hist0[i], "received")
+		wr := hist1[i].sub(hist0[i], "written")
+		wait := hist1[i].sub(hist0[i], "wait")
+		fmt.Printf("    %-20s %9v / %-9v\n", a.name+": received", rcv.quantile(0.5), rcv.quantile(0.99))
+		fmt.Printf("    %-20s %9v / %-9v (of which waiting in its upstream queue: %v / %v)\n", a.name+": written", wr.quantile(0.5), wr.quantile(0.99),
+			wait.quantile(0.5), wait.quantile(0.99))
+	}
+	fmt.Printf("    %-20s %9v / %-9v\n", "top: received", pct(lat, 50), pct(lat, 99))
 	if len(bpv) > 0 {
 		fmt.Printf("  wire into L1          %.3f bytes/value (median of %d one-second windows)\n", bpv[len(bpv)/2], len(bpv))
 	}
@@ -392,7 +432,8 @@ func run(o options) error {
 	}
 	for _, a := range aggs {
 		if c, err := scrapeAgg(a.http); err == nil {
-			fmt.Printf("  %-22s dropped %.0f values, %.0f upstream ticks (whole run)\n", a.name, c.dropped, c.ticksDropped)
+			fmt.Printf("  %-22s dropped %.0f values, %.0f upstream ticks; forwarded %.0f ticks as they came, %.0f encoded again (whole run)\n",
+				a.name, c.dropped, c.ticksDropped, c.relayed, c.encoded)
 		}
 	}
 	for i, c := range procs {
@@ -428,7 +469,7 @@ func waitHTTP(addr string) error {
 }
 
 // aggCounters are an aggregator's counters read from its /metrics.
-type aggCounters struct{ values, bytes, dropped, ticksDropped float64 }
+type aggCounters struct{ values, bytes, dropped, ticksDropped, relayed, encoded float64 }
 
 func scrapeAgg(addr string) (aggCounters, error) {
 	var c aggCounters
@@ -457,6 +498,12 @@ func scrapeAgg(addr string) (aggCounters, error) {
 			c.dropped, err = strconv.ParseFloat(line[i+1:], 64)
 		case "vigil_aggregator_upstream_ticks_dropped_total":
 			c.ticksDropped, err = strconv.ParseFloat(line[i+1:], 64)
+		case "vigil_aggregator_forwarded_ticks_total":
+			if strings.Contains(line, `how="relayed"`) {
+				c.relayed, err = strconv.ParseFloat(line[i+1:], 64)
+			} else {
+				c.encoded, err = strconv.ParseFloat(line[i+1:], 64)
+			}
 		}
 		if err != nil {
 			return c, fmt.Errorf("%s: %q: %w", addr, line, err)
@@ -466,6 +513,123 @@ func scrapeAgg(addr string) (aggCounters, error) {
 		return c, fmt.Errorf("%s: counters missing from /metrics", addr)
 	}
 	return c, sc.Err()
+}
+
+// lagHists are an aggregator's latency histograms (cumulative bucket
+// counts by upper bound) read from its /metrics: received and written
+// (vigil_aggregator_tick_lag_seconds) and wait (upstream queue).
+type lagHists map[string]*hist
+
+type hist struct {
+	le []float64
+	n  []float64
+}
+
+func (h lagHists) sub(old lagHists, point string) *hist {
+	cur, prev := h[point], old[point]
+	if cur == nil {
+		return &hist{}
+	}
+	d := &hist{le: cur.le, n: slices.Clone(cur.n)}
+	if prev != nil && len(prev.n) == len(cur.n) {
+		for i := range d.n {
+			d.n[i] -= prev.n[i]
+		}
+	}
+	return d
+}
+
+// quantile interpolates linearly within the bucket holding rank q.
+func (h *hist) quantile(q float64) time.Duration {
+	if len(h.n) == 0 || h.n[len(h.n)-1] == 0 {
+		return 0
+	}
+	rank := q * h.n[len(h.n)-1]
+	lo, below := 0.0, 0.0
+	for i, c := range h.n {
+		if c >= rank {
+			hi := h.le[i]
+			if math.IsInf(hi, 1) {
+				return time.Duration(lo * 1e9).Round(time.Millisecond)
+			}
+			f := 0.0
+			if c > below {
+				f = (rank - below) / (c - below)
+			}
+			return time.Duration((lo + f*(hi-lo)) * 1e9).Round(100 * time.Microsecond)
+		}
+		lo, below = h.le[i], c
+	}
+	return 0
+}
+
+var bucketRE = regexp.MustCompile(`^(vigil_aggregator_tick_lag_seconds|vigil_aggregator_upstream_wait_seconds)_bucket\{(?:point="(\w+)",)?le="([^"]+)"\} (\S+)$`)
+
+func scrapeLag(addr string) (lagHists, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	hs := lagHists{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		m := bucketRE.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		point := m[2]
+		if m[1] == "vigil_aggregator_upstream_wait_seconds" {
+			point = "wait"
+		}
+		le, err1 := strconv.ParseFloat(m[3], 64)
+		n, err2 := strconv.ParseFloat(m[4], 64)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("%s: bad bucket %q", addr, sc.Text())
+		}
+		h := hs[point]
+		if h == nil {
+			h = &hist{}
+			hs[point] = h
+		}
+		h.le = append(h.le, le)
+		h.n = append(h.n, n)
+	}
+	// An older vigil has none: its hops print as 0.
+	return hs, sc.Err()
+}
+
+// simLags returns the simulator's built and written p50 and p99 from its
+// totals lines logged in the window: the median of each over the lines
+// after the first (which covers part of the warm-up), and how long those
+// lines cover. A p99 is the largest of the lines' p99s.
+func simLags(log string) []any {
+	all := regexp.MustCompile(`msg=totals .*produced_p50=(\S+) produced_p99=(\S+) written_p50=(\S+) written_p99=(\S+)`).FindAllStringSubmatch(log, -1)
+	if len(all) > 1 {
+		all = all[1:]
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	out := make([]any, 5)
+	for k := 1; k <= 4; k++ {
+		var ds []time.Duration
+		for _, m := range all {
+			d, err := time.ParseDuration(m[k])
+			if err != nil {
+				return nil
+			}
+			ds = append(ds, d)
+		}
+		slices.Sort(ds)
+		if k%2 == 1 {
+			out[k-1] = ds[len(ds)/2]
+		} else {
+			out[k-1] = ds[len(ds)-1]
+		}
+	}
+	out[4] = fmt.Sprintf("%d×10s", len(all))
+	return out
 }
 
 // cpuNanos sums the on-CPU time of every thread of pid.

@@ -64,7 +64,7 @@ type Aggregator struct {
 	wstats wire.ServerStats
 
 	mu      sync.Mutex // guards streams and serialises forwarding counts
-	streams map[streamKey]*wire.ClientStream
+	streams map[streamKey]*fwdStream
 	self    *wire.ClientStream
 
 	received  atomic.Uint64
@@ -78,6 +78,7 @@ type Aggregator struct {
 	selfDescs selfDescs
 	reload    chan struct{}
 	reg       *prometheus.Registry // served on /metrics
+	lag       lagMetrics
 	httpm     *httpsec.Metrics
 	fileMod   time.Time    // children file's mtime when last read (housekeeping only)
 	boundAddr atomic.Value // string: the listener's address once bound
@@ -105,21 +106,24 @@ func New(cfg Config) (*Aggregator, error) {
 		return nil, errors.New("aggregator: no upstream address (--upstream host:port)")
 	}
 	log := cfg.Log.With("component", "aggregator", "name", cfg.Name)
+	a := &Aggregator{
+		cfg: cfg, log: log,
+		live:    treestate.NewLiveness(3 * cfg.Interval),
+		streams: map[streamKey]*fwdStream{},
+		reload:  make(chan struct{}, 1),
+	}
+	a.reg = prometheus.NewRegistry()
+	a.lag = newLagMetrics(a.reg)
 	client, err := wire.NewClient(wire.ClientOptions{
 		Addrs: cfg.Upstream, Key: cfg.Key, Name: cfg.Name, Log: log,
 		MaxQueueBytes: cfg.BufferBytes, MinBackoff: 100 * time.Millisecond, MaxBackoff: 2 * time.Second,
+		Written: a.lag.written,
 	})
 	if err != nil {
 		return nil, err
 	}
-	a := &Aggregator{
-		cfg: cfg, log: log, client: client,
-		live:    treestate.NewLiveness(3 * cfg.Interval),
-		streams: map[streamKey]*wire.ClientStream{},
-		reload:  make(chan struct{}, 1),
-	}
+	a.client = client
 	a.selfDescs = newSelfDescs(cfg.Name)
-	a.reg = prometheus.NewRegistry()
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&selfCollector{a: a, descs: map[*metric.Desc]*prometheus.Desc{}})
 	a.httpm = httpsec.NewMetrics(a.reg)
@@ -292,13 +296,32 @@ func (a *Aggregator) Disconnect(p wire.Peer, err error) {
 // Schema implements wire.Handler; streams are found per tick.
 func (a *Aggregator) Schema(string, []*metric.Desc) {}
 
+// fwdStream is how a node's stream goes upstream: its children's value
+// frames passed on as they are (rs), or, until the child's next keyframe
+// once that is not possible, re-encoded (cs). Each is created when first
+// needed.
+type fwdStream struct{ rs, cs *wire.ClientStream }
+
 // Tick implements wire.Handler: forward one tick of one node.
 func (a *Aggregator) Tick(node string, t time.Time, descs []*metric.Desc, values []float64) {
+	a.forward(node, t, descs, values, nil)
+}
+
+// RelayTick implements wire.RelayHandler: forward one tick of one node,
+// passing its frame on without encoding it again when the upstream holds
+// the state it was coded against.
+func (a *Aggregator) RelayTick(node string, t time.Time, descs []*metric.Desc, values []float64, f *wire.RelayFrame) {
+	a.forward(node, t, descs, values, f)
+}
+
+func (a *Aggregator) forward(node string, t time.Time, descs []*metric.Desc, values []float64, f *wire.RelayFrame) {
 	now := time.Now()
 	a.received.Add(uint64(len(values)))
-	if lag := int64(now.Sub(t)); lag > a.maxLag.Load() {
-		a.maxLag.Store(lag)
+	lag := now.Sub(t)
+	if int64(lag) > a.maxLag.Load() {
+		a.maxLag.Store(int64(lag))
 	}
+	a.lag.received.Observe(lag.Seconds())
 	if a.live.Seen(node, t, now) {
 		a.client.NodeState(node, true, t)
 	}
@@ -308,13 +331,28 @@ func (a *Aggregator) Tick(node string, t time.Time, descs []*metric.Desc, values
 	}
 	a.mu.Lock()
 	k := streamKey{node, first}
-	cs := a.streams[k]
-	if cs == nil {
-		cs = a.client.NewStream(node)
-		a.streams[k] = cs
+	fs := a.streams[k]
+	if fs == nil {
+		fs = &fwdStream{}
+		a.streams[k] = fs
 	}
 	before := a.client.Stats().Dropped.Load()
-	a.client.Tick(cs, t, descs, values)
+	relayed := false
+	if f != nil {
+		if fs.rs == nil {
+			fs.rs = a.client.NewRelayStream(node)
+		}
+		relayed = a.client.Relay(fs.rs, t, descs, f)
+	}
+	if relayed {
+		a.lag.relayed.Inc()
+	} else {
+		if fs.cs == nil {
+			fs.cs = a.client.NewStream(node)
+		}
+		a.client.Tick(fs.cs, t, descs, values)
+		a.lag.encoded.Inc()
+	}
 	if a.client.Stats().Dropped.Load() != before {
 		a.dropped.Add(uint64(len(values)))
 	} else {

@@ -69,10 +69,13 @@ func Run(ctx context.Context, o Options) error {
 	sch := NewSchema(o.CPUs)
 	var clients []*wire.Client
 	var overruns atomic.Uint64
+	// Where the latency of a tick goes before it leaves: how late it was
+	// produced (this process short of CPU) and written to the socket.
+	var produced, written lagHist
 	g, ctx := errgroup.WithContext(ctx)
 	for start := 0; start < o.Nodes; start += o.GroupSize {
 		end := min(start+o.GroupSize, o.Nodes)
-		grp := &group{interval: o.Interval, overruns: &overruns}
+		grp := &group{interval: o.Interval, overruns: &overruns, produced: &produced}
 		c, err := wire.NewClient(wire.ClientOptions{
 			Addrs: o.Upstream,
 			Key:   o.Key,
@@ -80,6 +83,7 @@ func Run(ctx context.Context, o Options) error {
 			Log:   o.Log.With("group", NodeName(o.First+start)),
 			// About a minute of ticks at 1s.
 			MaxQueueBytes: min((end-start)*32<<10, 256<<20),
+			Written:       func(t, _, now time.Time) { written.observe(now.Sub(t)) },
 		})
 		if err != nil {
 			return err
@@ -127,8 +131,11 @@ func Run(ctx context.Context, o Options) error {
 					connected++
 				}
 			}
+			p50, p99 := produced.take()
+			w50, w99 := written.take()
 			log.Info("totals", "ticks", ticks, "dropped", dropped, "bytes", bytes,
-				"connected", connected, "connections", len(clients), "overruns", overruns.Load())
+				"connected", connected, "connections", len(clients), "overruns", overruns.Load(),
+				"produced_p50", p50, "produced_p99", p99, "written_p50", w50, "written_p99", w99)
 		}
 	})
 	return g.Wait()
@@ -142,7 +149,12 @@ type group struct {
 	names    []string
 	streams  []*wire.ClientStream
 	overruns *atomic.Uint64
+	produced *lagHist
 }
+
+// maxCatchUp bounds the ticks a group produces late after running long;
+// a longer stall (a suspended process) is skipped and reported as a gap.
+const maxCatchUp = 5
 
 func (g *group) run(ctx context.Context) {
 	var b metric.Batch
@@ -150,6 +162,7 @@ func (g *group) run(ctx context.Context) {
 	last := next.Add(-g.interval)
 	timer := time.NewTimer(time.Until(next))
 	defer timer.Stop()
+	first := true
 	for {
 		select {
 		case <-ctx.Done():
@@ -157,15 +170,28 @@ func (g *group) run(ctx context.Context) {
 		case <-timer.C:
 		}
 		dt := next.Sub(last)
+		start := time.Now()
 		for i, n := range g.nodes {
 			b.Reset(next)
 			n.Sample(next, dt, &b)
 			g.client.Batch(g.streams[i], &b)
+			g.produced.observe(time.Since(next))
 		}
 		last = next
-		// As the sampler: ticks missed while working are skipped, not queued.
-		after := sampler.NextTick(time.Now(), g.interval, 0)
-		if missed := int64(after.Sub(next)/g.interval) - 1; missed > 0 {
+		now := time.Now()
+		after := sampler.NextTick(now, g.interval, 0)
+		missed := int64(after.Sub(next)/g.interval) - 1
+		// A model can sample any instant, so ticks missed because the
+		// first tick (every schema) or a scheduling hiccup ran long are
+		// produced late rather than lost: catching up ends as long as a
+		// tick takes less than an interval to build. Only ticks that
+		// themselves take longer mean more load than this process can
+		// carry; then, as the sampler, it skips ticks and says so.
+		if missed > 0 && missed <= maxCatchUp && (first || now.Sub(start) < g.interval) {
+			after, missed = next.Add(g.interval), 0
+		}
+		first = false
+		if missed > 0 {
 			g.overruns.Add(uint64(missed))
 			// Skipped ticks are missing data: say so, as a lossy tree would.
 			for _, name := range g.names {

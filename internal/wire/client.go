@@ -42,6 +42,11 @@ type ClientOptions struct {
 	KeepAlive        time.Duration // ping after this much silence (default 15s)
 	MinBackoff       time.Duration // first reconnect delay (default 100ms)
 	MaxBackoff       time.Duration // reconnect delay cap (default 30s)
+	// Written, if set, is called for each tick written to a connection with
+	// the tick's timestamp, when it was queued and now: where a tick's
+	// latency goes. It runs under the client's lock, so it must be quick
+	// and must not call the Client.
+	Written func(t, queued, now time.Time)
 }
 
 // ClientStats counts what a Client did.
@@ -140,6 +145,10 @@ type ClientStream struct {
 	gap            bool
 	gapFrom, gapTo time.Time
 	last           uint64 // seq of the stream's last queued entry
+	// A relayed stream (Relay) passes on another sender's frames; inSync:
+	// the upstream holds the state of source's frames since a restart.
+	inSync bool
+	source any
 }
 
 // NewClient checks the options; Run does the work.
@@ -207,6 +216,39 @@ func (c *Client) Tick(cs *ClientStream, t time.Time, descs []*metric.Desc, value
 	defer c.mu.Unlock()
 	buf, err := c.enc.AppendTick(c.take(), cs.s, t, descs, values)
 	c.push(entry{buf: buf, cs: cs, t: t}, err)
+}
+
+// NewRelayStream adds a node stream for Relay.
+func (c *Client) NewRelayStream(node string) *ClientStream {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return &ClientStream{s: c.enc.NewStream(node)}
+}
+
+// Relay queues one tick of rs as its sender coded it (an aggregator passing
+// a child's frame on, f from RelayHandler), so it is not encoded again. It
+// queues nothing and reports false when the upstream lacks the state the
+// frame was coded against (a new connection, a dropped tick, a schema
+// change, another source) and the frame is no keyframe; the caller then
+// queues the decoded tick on another stream with Tick. From the sender's
+// next keyframe on, relaying goes on.
+func (c *Client) Relay(rs *ClientStream, t time.Time, descs []*metric.Desc, f *RelayFrame) bool {
+	if f.Body == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	buf := c.take() // may drop queued ticks of rs: decide after it
+	restart := !rs.inSync || rs.s.epoch != c.enc.epoch || f.Changed || rs.source != f.Source
+	if restart && !f.Key {
+		rs.inSync = false
+		c.free = append(c.free, buf[:0])
+		return false
+	}
+	buf = c.enc.AppendRelay(buf, rs.s, descs, f.Key, f.Body, restart)
+	rs.inSync, rs.source = true, f.Source
+	c.push(entry{buf: buf, cs: rs, t: t}, nil)
+	return true
 }
 
 // Gap queues a gap of node (ticks from..to lost further down the tree).
@@ -450,10 +492,17 @@ func (c *Client) stream(ctx context.Context, conn net.Conn, fr *FrameReader, ses
 				}
 			}
 		} else {
+			var now time.Time
+			if c.o.Written != nil {
+				now = time.Now()
+			}
 			// Written, not yet known to be processed: keep until acked.
 			for _, e := range c.inflight {
 				if !e.tick {
 					continue
+				}
+				if c.o.Written != nil {
+					c.o.Written(e.t, e.queued, now)
 				}
 				if len(c.unacked)-c.uhead >= maxUnacked {
 					c.unacked[c.uhead] = entry{}
@@ -563,6 +612,7 @@ func (c *Client) dropOldest() bool {
 		f := c.find(next)
 		if f == nil {
 			cs.s.Keyframe()
+			cs.inSync = false // a relayed stream waits for its sender's keyframe
 			break
 		}
 		if f.key && f.tick {

@@ -28,6 +28,31 @@ type Handler interface {
 	NodeState(node string, up bool, t time.Time)
 }
 
+// RelayHandler is a Handler that can pass a tick on as its sender coded it
+// (an aggregator, with Client.Relay): the Decoder calls RelayTick instead
+// of Tick. Values are decoded and checked all the same, so the handler
+// can fall back to re-encoding them.
+type RelayHandler interface {
+	Handler
+	RelayTick(node string, t time.Time, descs []*metric.Desc, values []float64, f *RelayFrame)
+}
+
+// RelayFrame is a values frame as its sender coded it. It is valid only
+// during the call.
+type RelayFrame struct {
+	// Key: the values decode from the initial state (a keyframe, or the
+	// first values after a reset schema).
+	Key bool
+	// Changed: the stream's schema changed since its previous values.
+	Changed bool
+	// Body is the payload after the stream id; nil when the frame cannot
+	// be passed on as it is (its order names a series twice).
+	Body []byte
+	// Source is the sending stream; frames of one source continue each
+	// other, frames of different ones do not.
+	Source any
+}
+
 // Peer identifies a connection.
 type Peer struct {
 	Addr string // remote address
@@ -128,6 +153,9 @@ type Decoder struct {
 	total   int // table entries over all streams
 	key     []byte
 	br      bitReader
+	// vals holds a tick's values while the handler runs: one for all
+	// streams, as thousands of them share a connection.
+	vals []float64
 	// Values counts decoded values, for throughput accounting.
 	Values uint64
 }
@@ -138,11 +166,19 @@ type decStream struct {
 	state []valState
 	idx   []int32
 	seq   []*metric.Desc
-	vals  []float64
 	prevT int64
 	prevD int64
 	ready bool // a schema has been received
+	// For relaying (RelayHandler): a schema arrived since the last values
+	// frame; it was a reset; the order names no descriptor twice.
+	changed, fresh, distinct bool
+	source                   *relaySource
 }
+
+// relaySource identifies a decoder stream to a relay without keeping the
+// stream (and its tables) alive after its connection ends; not zero-sized,
+// so every one has its own address.
+type relaySource struct{ _ byte }
 
 // NewDecoder returns a decoder bounded by lim, interning descriptors in in
 // (nil: a private interner).
@@ -310,8 +346,28 @@ func (d *Decoder) schema(payload []byte, h Handler) error {
 		return err
 	}
 	s.ready = true
+	s.changed = true
+	if flags&schemaReset != 0 {
+		s.fresh = true
+	}
+	if _, ok := h.(RelayHandler); ok {
+		s.distinct = distinct(s.seq)
+	}
 	h.Schema(s.node, s.seq)
 	return nil
+}
+
+// distinct reports whether no descriptor appears twice in seq (an encoder
+// gives each its own table entry; a relay's re-sent schema must too).
+func distinct(seq []*metric.Desc) bool {
+	seen := make(map[*metric.Desc]struct{}, len(seq))
+	for _, d := range seq {
+		if _, ok := seen[d]; ok {
+			return false
+		}
+		seen[d] = struct{}{}
+	}
+	return true
 }
 
 // desc reads one descriptor and interns it; nil on error (in p.err).
@@ -404,6 +460,7 @@ func appendBytes(dst, b []byte) []byte {
 func (d *Decoder) values(payload []byte, h Handler, key bool) error {
 	p := payloadReader{b: payload}
 	id := p.uvarint("stream id")
+	body := p.b
 	dod := p.varint("time")
 	n := p.uvarint("value count")
 	if p.err != nil {
@@ -423,18 +480,31 @@ func (d *Decoder) values(payload []byte, h Handler, key bool) error {
 	s.prevD += dod
 	s.prevT += s.prevD
 	d.br = bitReader{buf: p.b}
-	s.vals = grow(s.vals[:0], len(s.idx))
+	vals := d.vals[:0]
 	for _, i := range s.idx {
 		v, ok := decodeValue(&d.br, &s.state[i])
 		if !ok {
 			return fmt.Errorf("%w: node %s: bad value code for %s", ErrMalformed, s.node, s.descs[i].Name)
 		}
-		s.vals = append(s.vals, v)
+		vals = append(vals, v)
 	}
 	if d.br.pos != len(d.br.buf) {
 		return fmt.Errorf("%w: node %s: %d trailing bytes after values", ErrMalformed, s.node, len(d.br.buf)-d.br.pos)
 	}
-	d.Values += uint64(len(s.vals))
-	h.Tick(s.node, time.Unix(0, s.prevT), s.seq, s.vals)
+	d.vals = vals
+	d.Values += uint64(len(vals))
+	if r, ok := h.(RelayHandler); ok {
+		if s.source == nil {
+			s.source = &relaySource{}
+		}
+		f := RelayFrame{Key: key || s.fresh, Changed: s.changed, Body: body, Source: s.source}
+		if !s.distinct {
+			f.Body = nil
+		}
+		s.changed, s.fresh = false, false
+		r.RelayTick(s.node, time.Unix(0, s.prevT), s.seq, vals, &f)
+		return nil
+	}
+	h.Tick(s.node, time.Unix(0, s.prevT), s.seq, vals)
 	return nil
 }

@@ -1,0 +1,275 @@
+package aggregator
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/vigil-hpc/vigil/internal/metric"
+	"github.com/vigil-hpc/vigil/internal/wire"
+)
+
+// exactTop records every value of every tick bit for bit.
+type exactTop struct {
+	wire.NopHandler
+	mu    sync.Mutex
+	ticks map[string]map[int64]map[string]uint64 // node → time → series → bits
+}
+
+func (h *exactTop) Tick(node string, t time.Time, descs []*metric.Desc, values []float64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(node) < 2 || node[:2] != "cn" {
+		return // the aggregators' own health
+	}
+	m := map[string]uint64{}
+	for i, d := range descs {
+		m[d.Name] = math.Float64bits(values[i])
+	}
+	if h.ticks[node] == nil {
+		h.ticks[node] = map[int64]map[string]uint64{}
+	}
+	h.ticks[node][t.UnixNano()] = m
+}
+
+func (h *exactTop) has(node string, t time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.ticks[node][t.UnixNano()]
+	return ok
+}
+
+func startAgg(t *testing.T, ctx context.Context, name, upstream string, buffer int) *Aggregator {
+	t.Helper()
+	a, err := New(Config{Name: name, Listen: "127.0.0.1:0", Upstream: []string{upstream}, Interval: time.Second, Log: quiet(), BufferBytes: buffer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go a.Run(ctx)
+	waitFor(t, name+" listening", 5*time.Second, func() bool { return a.Addr() != "" })
+	return a
+}
+
+// TestRelayExact: through two aggregators that pass children's value frames
+// on as they are, every value arrives bit for bit: counters, decimals,
+// noise, NaN and infinities, across schema changes (which fall back to
+// encoding until the child's next keyframe), keyframes, and the top
+// restarting (a new upstream connection, so the relay starts over).
+func TestRelayExact(t *testing.T) { relayChain(t, false) }
+
+// TestRelayExactAfterDrops: the top is away at first and the second
+// aggregator's buffer holds a few ticks, so it drops queued ticks, relayed
+// ones among them; the values that arrive are still exact (a stream whose
+// relayed tick was dropped waits for its child's next keyframe).
+func TestRelayExactAfterDrops(t *testing.T) { relayChain(t, true) }
+
+func relayChain(t *testing.T, drops bool) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	top := &exactTop{ticks: map[string]map[int64]map[string]uint64{}}
+	tln := listen(t)
+	topAddr := tln.Addr().String()
+	tctx, tcancel := context.WithCancel(ctx)
+	defer tcancel()
+	var topStats wire.ServerStats
+	buffer := 0
+	if drops {
+		buffer = 256 // the top accepts from tick 30 on; a2 queues until then
+	} else {
+		go wire.Serve(tctx, tln, wire.ServerOptions{Log: quiet(), Stats: &topStats}, top)
+	}
+
+	a2 := startAgg(t, ctx, "a2", topAddr, buffer)
+	a1 := startAgg(t, ctx, "a1", a2.Addr(), 0)
+	child, err := wire.NewClient(wire.ClientOptions{Addrs: []string{a1.Addr()}, Name: "rack", Log: quiet(), KeyframeEvery: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go child.Run(ctx)
+
+	descs := []*metric.Desc{
+		metric.NewDesc("cpu_seconds", "", metric.Counter),
+		metric.NewDesc("mem_bytes", "", metric.Gauge),
+		metric.NewDesc("load1", "", metric.Gauge),
+		metric.NewDesc("ratio", "", metric.Gauge),
+		metric.NewDesc("odd", "", metric.Gauge),
+	}
+	extra := metric.NewDesc("new_series", "", metric.Gauge)
+	nodes := []string{"cn1", "cn2"}
+	streams := []*wire.ClientStream{child.NewStream(nodes[0]), child.NewStream(nodes[1])}
+	rng := rand.New(rand.NewPCG(1, 2))
+	const iv = 20 * time.Millisecond
+	const ticks = 80
+	base := time.Now().Truncate(iv)
+	sent := map[string]map[int64]map[string]uint64{"cn1": {}, "cn2": {}}
+	var last time.Time
+	for i := range ticks {
+		if i == 30 && drops {
+			go wire.Serve(tctx, tln, wire.ServerOptions{Log: quiet(), Stats: &topStats}, top)
+		}
+		if i == 50 { // the top restarts: a2 connects again and starts over
+			tcancel()
+			waitFor(t, "a2 disconnected", 5*time.Second, func() bool { return !a2.client.Stats().Connected.Load() })
+			ln, err := net.Listen("tcp", topAddr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			go wire.Serve(ctx, ln, wire.ServerOptions{Log: quiet(), Stats: &topStats}, top)
+		}
+		ts := base.Add(time.Duration(i) * iv)
+		for n, node := range nodes {
+			d := descs
+			switch {
+			case i >= 20 && i < 35: // a series comes and goes: schema changes
+				d = append(append([]*metric.Desc(nil), descs...), extra)
+			case i >= 35 && i < 42:
+				d = descs[1:]
+			}
+			v := make([]float64, len(d))
+			m := map[string]uint64{}
+			for j, ds := range d {
+				switch ds.Name {
+				case "cpu_seconds":
+					v[j] = float64(1000+37*i+n) / 100
+				case "mem_bytes":
+					v[j] = float64(1<<30 + rng.IntN(1<<20)*4096)
+				case "load1":
+					v[j] = float64(rng.IntN(500)) / 100
+				case "ratio":
+					v[j] = rng.Float64()
+				case "odd":
+					v[j] = []float64{math.NaN(), math.Inf(1), math.Copysign(0, -1), 1e300}[i%4]
+				default:
+					v[j] = float64(i)
+				}
+				m[ds.Name] = math.Float64bits(v[j])
+			}
+			sent[node][ts.UnixNano()] = m
+			child.Tick(streams[n], ts, d, v)
+		}
+		last = ts
+		time.Sleep(iv)
+	}
+	waitFor(t, "the last tick at the top", 10*time.Second, func() bool { return top.has("cn1", last) && top.has("cn2", last) })
+
+	top.mu.Lock()
+	defer top.mu.Unlock()
+	arrived := 0
+	for node, byT := range top.ticks {
+		for ts, got := range byT {
+			want, ok := sent[node][ts]
+			if !ok {
+				t.Errorf("%s: tick at %v was never sent", node, time.Unix(0, ts))
+				continue
+			}
+			arrived++
+			if len(got) != len(want) {
+				t.Errorf("%s at %v: series %v, want %v", node, time.Unix(0, ts), got, want)
+				continue
+			}
+			for name, bits := range want {
+				if got[name] != bits {
+					t.Errorf("%s at %v: %s = %v, want %v", node, time.Unix(0, ts), name, math.Float64frombits(got[name]), math.Float64frombits(bits))
+				}
+			}
+		}
+	}
+	if min := ticks; drops && arrived < ticks/2 || !drops && arrived < min { // of 2 × ticks; the restart may lose a few
+		t.Errorf("only %d of %d ticks arrived", arrived, 2*ticks)
+	}
+	if d := a2.client.Stats().Dropped.Load(); drops && d == 0 {
+		t.Errorf("a2 dropped no tick; the test wants drops")
+	}
+	// A relayed frame the receiver cannot decode closes the connection.
+	if n := topStats.ProtocolErrors.Load() + a1.wstats.ProtocolErrors.Load() + a2.wstats.ProtocolErrors.Load(); n != 0 {
+		t.Errorf("%d protocol errors", n)
+	}
+	for _, a := range []*Aggregator{a1, a2} {
+		r, e := testutil.ToFloat64(a.lag.relayed), testutil.ToFloat64(a.lag.encoded)
+		t.Logf("%s: %v ticks relayed, %v encoded", a.cfg.Name, r, e)
+		if r < ticks/2 {
+			t.Errorf("%s: %v ticks relayed, %v encoded; want most relayed", a.cfg.Name, r, e)
+		}
+	}
+	// The child's schema changes are no keyframes: a1 encodes until one.
+	if e := testutil.ToFloat64(a1.lag.encoded); e == 0 {
+		t.Errorf("a1 encoded no tick; want the ticks after a schema change encoded")
+	}
+}
+
+// orderTop records each tick's values in order.
+type orderTop struct {
+	wire.NopHandler
+	mu    sync.Mutex
+	ticks map[int64][]uint64
+}
+
+func (h *orderTop) Tick(node string, t time.Time, _ []*metric.Desc, values []float64) {
+	if node != "cn1" {
+		return
+	}
+	v := make([]uint64, len(values))
+	for i, x := range values {
+		v[i] = math.Float64bits(x)
+	}
+	h.mu.Lock()
+	h.ticks[t.UnixNano()] = v
+	h.mu.Unlock()
+}
+
+// TestRelayDuplicateSeries: a child that sends the same series twice as
+// two table entries (each with its own value state) has them interned to
+// one descriptor here; such frames are encoded again, not relayed, and
+// every value still arrives exactly.
+func TestRelayDuplicateSeries(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	top := &orderTop{ticks: map[int64][]uint64{}}
+	tln := listen(t)
+	var topStats wire.ServerStats
+	go wire.Serve(ctx, tln, wire.ServerOptions{Log: quiet(), Stats: &topStats}, top)
+	a1 := startAgg(t, ctx, "a1", tln.Addr().String(), 0)
+	child, err := wire.NewClient(wire.ClientOptions{Addrs: []string{a1.Addr()}, Name: "rack", Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go child.Run(ctx)
+	// Same content, two pointers: two entries at the child.
+	descs := []*metric.Desc{metric.NewDesc("dup", "", metric.Gauge), metric.NewDesc("dup", "", metric.Gauge)}
+	cs := child.NewStream("cn1")
+	base := time.Now().Truncate(time.Millisecond)
+	want := map[int64][]uint64{}
+	var last time.Time
+	for i := range 20 {
+		ts := base.Add(time.Duration(i) * 10 * time.Millisecond)
+		v := []float64{float64(i), 1000 - 3.5*float64(i*i)}
+		want[ts.UnixNano()] = []uint64{math.Float64bits(v[0]), math.Float64bits(v[1])}
+		child.Tick(cs, ts, descs, v)
+		last = ts
+	}
+	waitFor(t, "the last tick at the top", 10*time.Second, func() bool {
+		top.mu.Lock()
+		defer top.mu.Unlock()
+		_, ok := top.ticks[last.UnixNano()]
+		return ok
+	})
+	top.mu.Lock()
+	defer top.mu.Unlock()
+	for ts, got := range top.ticks {
+		if w := want[ts]; len(got) != 2 || got[0] != w[0] || got[1] != w[1] {
+			t.Errorf("tick at %v: %v, want %v", time.Unix(0, ts), got, w)
+		}
+	}
+	if n := topStats.ProtocolErrors.Load(); n != 0 {
+		t.Errorf("%d protocol errors", n)
+	}
+	if r := testutil.ToFloat64(a1.lag.relayed); r != 0 {
+		t.Errorf("%v ticks relayed; want all encoded again", r)
+	}
+}
