@@ -568,18 +568,6 @@ func isIdentifier(b []byte) bool {
 
 func isLetter(c byte) bool { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') }
 
-// isSizeUnit reports byte units, with trailing separators.
-func isSizeUnit(b []byte) bool {
-	for len(b) > 0 && (b[len(b)-1] == ')' || b[len(b)-1] == ',' || b[len(b)-1] == ';') {
-		b = b[:len(b)-1]
-	}
-	switch string(b) {
-	case "B", "KB", "kB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB":
-		return true
-	}
-	return false
-}
-
 // isVersionedName reports names such as "ssh2", "IPV4" or "SOCKS5": letters
 // and a short number suffix name a protocol or device, not a value.
 func isVersionedName(b []byte) bool {
