@@ -71,10 +71,31 @@ func (e *NotWritableError) Temporary() bool { return true }
 type generation struct {
 	db     *tsdb.DB
 	closed bool // guarded by durable.commitMu
+	// walFails reads how many WAL and WBL writes of db failed; walBase is
+	// its value when db was opened (see commit).
+	walFails func() float64
+	walBase  float64
 }
 
+// newGeneration wraps a TSDB just opened with the registerer reg.
+func newGeneration(db *tsdb.DB, reg *trackingRegisterer) *generation {
+	g := &generation{db: db, walFails: reg.writeFailures()}
+	g.walBase = g.walFails()
+	return g
+}
+
+// errOtherWriteFailed refuses a commit that ran while another one's WAL
+// write failed.
+var errOtherWriteFailed = errors.New("another commit's write to the WAL failed meanwhile")
+
 type durable struct {
-	commitMu sync.Mutex // serialises commits, failures and reopens
+	// commitMu is held shared by commits and rollbacks, and exclusively by
+	// a reopen and Close.
+	commitMu sync.RWMutex
+	// inflight counts commits and rollbacks from their start to the end of
+	// their failure handling; started numbers them (see commit).
+	inflight atomic.Int64
+	started  atomic.Uint64
 	writable atomic.Bool
 
 	mu     sync.Mutex // guards the fields below
@@ -157,9 +178,23 @@ func (s *Store) begin(ctx context.Context) (storage.Appender, *generation, error
 // commit commits app, begun on g, unless the store stopped being writable
 // meanwhile. A failed commit or rollback makes the store read-only until
 // it has been reopened.
+//
+// Commits run concurrently; the TSDB writes their WAL records one after
+// another. After a failed WAL write a torn record may stand before what a
+// later commit wrote, and reopening cuts the log at the torn record. So a
+// commit counts as stored only while this TSDB's WAL has never failed a
+// write: the TSDB raises its failure counter under the WAL's lock, before
+// any later commit's write, so such a commit sees it and is refused (not
+// acknowledged; the sender keeps and resends it). Reading the counter costs
+// a goroutine, so a commit that ran alone skips it: no other write could
+// fail meanwhile, and one that failed before had made the store read-only
+// before this commit began (it stays in flight until then).
 func (s *Store) commit(app storage.Appender, g *generation) error {
-	s.dur.commitMu.Lock()
-	defer s.dur.commitMu.Unlock()
+	s.dur.commitMu.RLock()
+	defer s.dur.commitMu.RUnlock()
+	seq := s.dur.started.Add(1)
+	alone := s.dur.inflight.Add(1) == 1
+	defer s.dur.inflight.Add(-1)
 	if !s.dur.writable.Load() || s.gen.Load() != g {
 		if err := app.Rollback(); err != nil && !g.closed {
 			return s.writeFailed(err)
@@ -168,6 +203,9 @@ func (s *Store) commit(app storage.Appender, g *generation) error {
 	}
 	if err := app.Commit(); err != nil {
 		return s.writeFailed(err)
+	}
+	if !(alone && s.dur.started.Load() == seq) && g.walFails() != g.walBase {
+		return s.writeFailed(errOtherWriteFailed)
 	}
 	if !s.dur.okSince.Load() {
 		s.dur.okSince.Store(true)
@@ -181,21 +219,29 @@ func (s *Store) commit(app storage.Appender, g *generation) error {
 // rollback rolls app back; a rollback writes the new series to the WAL and
 // can fail like a commit.
 func (s *Store) rollback(app storage.Appender, g *generation) {
-	s.dur.commitMu.Lock()
-	defer s.dur.commitMu.Unlock()
+	s.dur.commitMu.RLock()
+	defer s.dur.commitMu.RUnlock()
+	s.dur.started.Add(1)
+	s.dur.inflight.Add(1)
+	defer s.dur.inflight.Add(-1)
 	if err := app.Rollback(); err != nil && s.gen.Load() == g && !g.closed {
 		_ = s.writeFailed(err)
 	}
 }
 
-// writeFailed records a failed WAL write. Called with commitMu held, so no
-// commit runs between the failure and the store turning read-only.
+// writeFailed records a failed WAL write (or a commit refused because
+// another one's failed: counted as not_writable) and makes the store
+// read-only until it is reopened.
 func (s *Store) writeFailed(err error) error {
 	reason := "io_error"
 	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
 		reason = "disk_full"
 	}
-	s.dur.failures.WithLabelValues(reason).Inc()
+	if errors.Is(err, errOtherWriteFailed) {
+		s.dur.failures.WithLabelValues("not_writable").Inc()
+	} else {
+		s.dur.failures.WithLabelValues(reason).Inc()
+	}
 	nw := &NotWritableError{Reason: reason, Err: fmt.Errorf("write failed, read-only until the store is reopened: %w", err)}
 	s.dur.mu.Lock()
 	s.dur.failed = true
@@ -330,7 +376,7 @@ func (s *Store) reopen() {
 	s.nodes = map[string]*nodeCache{}
 	s.cached = 0
 	s.mu.Unlock()
-	s.gen.Store(&generation{db: db})
+	s.gen.Store(newGeneration(db, s.currentTSDBRegisterer()))
 	s.dur.okSince.Store(false)
 	s.dur.reopens.Inc()
 	s.dur.mu.Lock()

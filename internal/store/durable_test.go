@@ -456,3 +456,111 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.b.String()
 }
+
+// TestConcurrentCommitAfterWALFailure: commits run concurrently, so one
+// that wrote after another's failed WAL write (which the TSDB counts) is
+// not acknowledged, and the store turns read-only until it is reopened.
+func TestConcurrentCommitAfterWALFailure(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir(), MinFreeBytes: -1, CheckInterval: time.Hour, OutOfOrderWindow: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// The failure counters are found: the WAL's and the out-of-order WBL's.
+	reg := s.currentTSDBRegisterer()
+	reg.mu.Lock()
+	n := 0
+	for _, c := range reg.cs {
+		descs := make(chan *prometheus.Desc, 64)
+		go func() { c.Describe(descs); close(descs) }()
+		for d := range descs {
+			for _, name := range walWriteFailureMetrics {
+				if strings.Contains(d.String(), name) {
+					n++
+				}
+			}
+		}
+	}
+	reg.mu.Unlock()
+	if n != 2 {
+		t.Fatalf("found %d WAL/WBL write-failure counters, want 2", n)
+	}
+	if err := s.AppendTick("cn01", tickTime(0), fullDescs, tickValues(0)); err != nil {
+		t.Fatal(err)
+	}
+	// As if another commit, still in flight, had failed its WAL write
+	// since the open.
+	g := s.gen.Load()
+	g.walBase--
+	s.dur.inflight.Add(1)
+	err = s.AppendTick("cn01", tickTime(1), fullDescs, tickValues(1))
+	s.dur.inflight.Add(-1)
+	if !errors.Is(err, ErrNotWritable) {
+		t.Fatalf("commit after another's WAL failure: %v, want ErrNotWritable", err)
+	}
+	if err := s.Writable(); err == nil {
+		t.Fatal("store still writable after a WAL failure")
+	}
+	s.check() // reopens
+	if err := s.AppendTick("cn01", tickTime(2), fullDescs, tickValues(2)); err != nil {
+		t.Fatalf("after reopening: %v", err)
+	}
+}
+
+// TestDiskFullConcurrentKeepsAcknowledged: four nodes commit at once while
+// the disk fills; every tick acknowledged before the failure survives
+// recovery and a restart, though commits no longer wait for each other.
+func TestDiskFullConcurrentKeepsAcknowledged(t *testing.T) {
+	dir := testutil.TmpFS(t, 24<<20)
+	opts := Options{Dir: dir, MinFreeBytes: -1, CheckInterval: time.Hour}
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	filler := testutil.Fill(t, dir, "filler")
+	st, _ := os.Stat(filler)
+	if err := os.Truncate(filler, st.Size()-1<<20); err != nil {
+		t.Fatal(err)
+	}
+	nodes := []string{"cn01", "cn02", "cn03", "cn04"}
+	acked := make([][]int, len(nodes))
+	var wg sync.WaitGroup
+	for i, node := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; k < 10000; k++ {
+				if err := s.AppendTick(node, tickTime(k), fullDescs, tickValues(k)); err != nil {
+					if !errors.Is(err, ErrNotWritable) {
+						t.Errorf("%s: %v, want ErrNotWritable", node, err)
+					}
+					return
+				}
+				acked[i] = append(acked[i], k)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	s.check() // reopens
+	for i, node := range nodes {
+		k := 20000
+		if err := s.AppendTick(node, tickTime(k), fullDescs, tickValues(k)); err != nil {
+			t.Fatalf("append after recovery: %v", err)
+		}
+		acked[i] = append(acked[i], k)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(opts); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i, node := range nodes {
+		t.Logf("%s: %d ticks acknowledged", node, len(acked[i]))
+		checkTicks(t, s, node, acked[i])
+	}
+}

@@ -1,9 +1,11 @@
 package store
 
 import (
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // tsdbRegisterer returns the registerer for the TSDB about to be opened.
@@ -12,11 +14,9 @@ import (
 // write, or after dropping future samples), so each opening gets its own
 // trackingRegisterer and the previous one's collectors are unregistered
 // first: the metrics follow the open TSDB instead of a closed one, and the
-// second registration does not panic.
+// second registration does not panic. It is made even without
+// Options.Registerer: commit reads the WAL's failure counter through it.
 func (s *Store) tsdbRegisterer() prometheus.Registerer {
-	if s.opts.Registerer == nil {
-		return nil
-	}
 	s.tsdbRegMu.Lock()
 	defer s.tsdbRegMu.Unlock()
 	if s.tsdbReg != nil {
@@ -26,8 +26,15 @@ func (s *Store) tsdbRegisterer() prometheus.Registerer {
 	return s.tsdbReg
 }
 
-// trackingRegisterer remembers what it registered so that it can take it
-// all back.
+// currentTSDBRegisterer is the registerer of the TSDB opened last.
+func (s *Store) currentTSDBRegisterer() *trackingRegisterer {
+	s.tsdbRegMu.Lock()
+	defer s.tsdbRegMu.Unlock()
+	return s.tsdbReg
+}
+
+// trackingRegisterer remembers what it registered (with r, when r is not
+// nil) so that it can take it all back, and find the TSDB's own counters.
 type trackingRegisterer struct {
 	r  prometheus.Registerer
 	mu sync.Mutex
@@ -35,8 +42,10 @@ type trackingRegisterer struct {
 }
 
 func (t *trackingRegisterer) Register(c prometheus.Collector) error {
-	if err := t.r.Register(c); err != nil {
-		return err
+	if t.r != nil {
+		if err := t.r.Register(c); err != nil {
+			return err
+		}
 	}
 	t.mu.Lock()
 	t.cs = append(t.cs, c)
@@ -61,14 +70,59 @@ func (t *trackingRegisterer) Unregister(c prometheus.Collector) bool {
 			break
 		}
 	}
-	return t.r.Unregister(c)
+	return t.r != nil && t.r.Unregister(c)
 }
 
 func (t *trackingRegisterer) unregisterAll() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, c := range t.cs {
-		t.r.Unregister(c)
+	if t.r != nil {
+		for _, c := range t.cs {
+			t.r.Unregister(c)
+		}
 	}
 	t.cs = nil
+}
+
+// walWriteFailureMetrics are the TSDB's counters of failed WAL and
+// out-of-order WBL writes (tsdb/wlog).
+var walWriteFailureMetrics = []string{
+	`fqName: "prometheus_tsdb_wal_writes_failed_total"`,
+	`fqName: "prometheus_tsdb_out_of_order_wbl_writes_failed_total"`,
+}
+
+// writeFailures returns a function that reads the sum of the TSDB's
+// failed WAL and WBL writes, found among the collectors it registered.
+func (t *trackingRegisterer) writeFailures() func() float64 {
+	t.mu.Lock()
+	var found []prometheus.Collector
+	for _, c := range t.cs {
+		descs := make(chan *prometheus.Desc, 64)
+		go func() { c.Describe(descs); close(descs) }()
+		match := false
+		for d := range descs {
+			for _, name := range walWriteFailureMetrics {
+				match = match || strings.Contains(d.String(), name)
+			}
+		}
+		if match {
+			found = append(found, c)
+		}
+	}
+	t.mu.Unlock()
+	return func() float64 {
+		sum := 0.0
+		for _, c := range found {
+			ch := make(chan prometheus.Metric, 4) // a counter sends one
+			c.Collect(ch)
+			close(ch)
+			for m := range ch {
+				var d dto.Metric
+				if m.Write(&d) == nil {
+					sum += d.GetCounter().GetValue()
+				}
+			}
+		}
+		return sum
+	}
 }

@@ -197,7 +197,7 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.gen.Store(&generation{db: db})
+	s.gen.Store(newGeneration(db, s.currentTSDBRegisterer()))
 	s.startWatch()
 	return s, nil
 }
