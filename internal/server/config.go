@@ -80,6 +80,10 @@ type Config struct {
 	// remote-write endpoints (issue 4; package remotewrite). A pointer
 	// keeps Config comparable with ==.
 	RemoteWrite *[]remotewrite.Config `toml:"remote_write"`
+
+	// DebugPprof serves Go's profiles under /debug/pprof/ on HTTP (behind
+	// its web config), for finding where memory and CPU go.
+	DebugPprof bool `toml:"debug_pprof"`
 }
 
 func init() {
@@ -230,6 +234,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.cfg.QueryMaxSamples, "query-max-samples", 0, "maximum samples one query may load (default 50000000)")
 	fs.IntVar(&f.cfg.QueryMaxConcurrent, "query-max-concurrency", 0, "maximum queries evaluated at once (default 20)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&f.cfg.DebugPprof, "debug-pprof", false, "serve Go's heap, CPU and goroutine profiles under /debug/pprof/ on --http")
 	fs.Var(&f.remoteWrite, "remote-write", "also send what the tree streams in (--listen) to this Prometheus remote-write URL (repeatable or comma list; replaces the file's remote_write)")
 }
 
@@ -292,6 +297,8 @@ func (f *flags) config(fs *flag.FlagSet) (Config, error) {
 			cfg.QueryMaxSamples = f.cfg.QueryMaxSamples
 		case "query-max-concurrency":
 			cfg.QueryMaxConcurrent = f.cfg.QueryMaxConcurrent
+		case "debug-pprof":
+			cfg.DebugPprof = f.cfg.DebugPprof
 		case "remote-write":
 			var rws []remotewrite.Config
 			for _, u := range f.remoteWrite {

@@ -150,6 +150,9 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn), MaxRequestsInFlight: 4,
 	}))
+	if cfg.DebugPprof {
+		registerPprof(s.mux)
+	}
 	s.mux.HandleFunc("GET /-/healthy", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "Vigil is Healthy.\n") })
 	s.mux.HandleFunc("GET /-/ready", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "Vigil is Ready.\n") })
 	return s, nil
