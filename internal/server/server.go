@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -271,6 +272,15 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if err := httpsec.Validate(cfg.WebConfig); err != nil {
 		return err
+	}
+	// Under a cgroup limit, let the heap use most of it before the GC
+	// works harder, instead of growing to twice the live heap and being
+	// killed; GOMEMLIMIT, when set, wins.
+	if os.Getenv("GOMEMLIMIT") == "" {
+		if l := cgroupMemoryLimit(os.ReadFile); l > 0 {
+			debug.SetMemoryLimit(int64(float64(l) * memLimitRatio))
+			log.Info("Go memory limit set from the cgroup's", "cgroup_bytes", l, "ratio", memLimitRatio)
+		}
 	}
 	if err := os.MkdirAll(cfg.Data, 0o755); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
