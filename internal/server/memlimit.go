@@ -8,6 +8,9 @@ import (
 	"strings"
 )
 
+// gcPercent is the server's GOGC unless the environment sets one.
+const gcPercent = 50
+
 // memLimitRatio is the share of a cgroup memory limit the Go heap may
 // grow to before the garbage collector works harder; Prometheus'
 // --auto-gomemlimit uses the same 0.9, leaving room for what the runtime

@@ -273,6 +273,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := httpsec.Validate(cfg.WebConfig); err != nil {
 		return err
 	}
+	// The live heap is mostly the TSDB head, long-lived and slowly
+	// allocated (a few MB/s at 165,000 series), so collecting at +50 %
+	// instead of +100 % costs little CPU and keeps RSS near the live heap.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
 	// Under a cgroup limit, let the heap use most of it before the GC
 	// works harder, instead of growing to twice the live heap and being
 	// killed; GOMEMLIMIT, when set, wins.
