@@ -20,6 +20,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -37,6 +38,7 @@ type options struct {
 	duration, every   time.Duration
 	profile           string
 	demo, onlyDemo    bool
+	walkthrough       bool
 	noProm            bool
 	serverArgs        string
 	rwBatch, rwQueue  int
@@ -52,10 +54,11 @@ func main() {
 	flag.StringVar(&o.profile, "profile", "", "save heap profiles of the server (and demo) into this directory at the end")
 	flag.BoolVar(&o.demo, "demo", false, "also measure `vigil demo --nodes N` alone")
 	flag.BoolVar(&o.onlyDemo, "only-demo", false, "measure `vigil demo` only")
+	flag.BoolVar(&o.walkthrough, "walkthrough", false, "while measuring the demo, keep a dashboard live stream open and run the node and explore views' range queries every 10s")
 	flag.BoolVar(&o.noProm, "no-prometheus", false, "run the server without remote write to Prometheus")
 	flag.StringVar(&o.serverArgs, "server-args", "", "more flags for vigil server, space-separated (e.g. \"--disable-rollups\")")
 	flag.IntVar(&o.rwBatch, "rw-batch", 20000, "max_samples_per_send of the server's remote write (one sender: 2000 a request does not keep up with 165,000 samples/s)")
-	flag.IntVar(&o.rwQueue, "rw-queue", 400000, "queue_capacity of the server's remote write")
+	flag.IntVar(&o.rwQueue, "rw-queue", 100000, "queue_capacity of the server's remote write")
 	flag.Parse()
 	if o.nodes <= 0 || o.nodes > 100_000 || o.duration <= 0 || o.duration > 2*time.Hour || o.every < time.Second {
 		fmt.Fprintln(os.Stderr, "servermem: want 0 < --nodes <= 100000, 0 < --duration <= 2h, --every >= 1s")
@@ -199,7 +202,12 @@ func runDemo(ctx context.Context, o options) error {
 	if err := waitHTTP(ctx, httpAddr, "/-/ready"); err != nil {
 		return fmt.Errorf("vigil demo: %w\n%s", err, demo.out.String())
 	}
-	fmt.Printf("\nvigil demo --nodes %d, %s\n\n%8s %12s %12s %12s\n", o.nodes, o.duration, "time", "demo MB", "demo anon", "series")
+	if o.walkthrough {
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go walk(wctx, httpAddr, o.every)
+	}
+	fmt.Printf("\nvigil demo --nodes %d, %s (walkthrough: %v)\n\n%8s %12s %12s %12s\n", o.nodes, o.duration, o.walkthrough, "time", "demo MB", "demo anon", "series")
 	t0 := time.Now()
 	tick := time.NewTicker(o.every)
 	defer tick.Stop()
@@ -219,6 +227,53 @@ func runDemo(ctx context.Context, o options) error {
 		return saveProfiles(o.profile, "demo", httpAddr)
 	}
 	return nil
+}
+
+// The dashboard's heatmap preset and the range queries of its node and
+// explore views.
+const (
+	liveExpr = `1 - avg by (node)(rate(node_cpu_seconds_total{mode="idle"}[30s]))`
+)
+
+var walkQueries = []string{
+	liveExpr,
+	`node_load1`,
+	`sum by (node)(rate(node_network_receive_bytes_total{device!="lo"}[30s]))`,
+	`rate(node_cpu_seconds_total{node="cn00001"}[30s])`,
+}
+
+// walk does what a user clicking through the dashboard does: one live
+// stream open all along, and range queries over the last 5 minutes.
+func walk(ctx context.Context, addr string, every time.Duration) {
+	go func() {
+		req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/api/web/live?expr="+url.QueryEscape(liveExpr), nil)
+		if err != nil {
+			return
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	c := http.Client{Timeout: time.Minute}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		end := time.Now()
+		for _, q := range walkQueries {
+			v := url.Values{"query": {q}, "start": {strconv.FormatInt(end.Add(-5*time.Minute).Unix(), 10)},
+				"end": {strconv.FormatInt(end.Unix(), 10)}, "step": {"2"}}
+			if resp, err := c.Get("http://" + addr + "/api/v1/query_range?" + v.Encode()); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // saveProfiles fetches the heap profile and prints its top consumers by
