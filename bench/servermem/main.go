@@ -51,7 +51,7 @@ func main() {
 	flag.IntVar(&o.nodes, "nodes", 512, "simulated nodes (about 320 series each)")
 	flag.DurationVar(&o.duration, "duration", 5*time.Minute, "how long to measure each setup")
 	flag.DurationVar(&o.every, "every", 10*time.Second, "sampling period of RSS")
-	flag.StringVar(&o.profile, "profile", "", "save heap profiles of the server (and demo) into this directory at the end")
+	flag.StringVar(&o.profile, "profile", "", "save heap profiles of the server (and demo) into this directory at the end (needs --debug-pprof, so a Vigil of issue 12 or later)")
 	flag.BoolVar(&o.demo, "demo", false, "also measure `vigil demo --nodes N` alone")
 	flag.BoolVar(&o.onlyDemo, "only-demo", false, "measure `vigil demo` only")
 	flag.BoolVar(&o.walkthrough, "walkthrough", false, "while measuring the demo, keep a dashboard live stream open and run the node and explore views' range queries every 10s")
@@ -126,7 +126,10 @@ func runServer(ctx context.Context, o options) error {
 		return err
 	}
 	args := []string{"server", "--http", httpAddr, "--listen", wireAddr, "--data", filepath.Join(dir, "vigil"),
-		"--log-level", "warn", "--debug-pprof"}
+		"--log-level", "warn"}
+	if o.profile != "" {
+		args = append(args, "--debug-pprof")
+	}
 	args = append(args, strings.Fields(o.serverArgs)...)
 	if prom != nil {
 		cfg := filepath.Join(dir, "vigil.toml")
@@ -194,7 +197,11 @@ func runDemo(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	demo, err := start(bin, "vigil demo", "demo", "--nodes", strconv.Itoa(o.nodes), "--http", httpAddr, "--debug-pprof")
+	args := []string{"demo", "--nodes", strconv.Itoa(o.nodes), "--http", httpAddr}
+	if o.profile != "" {
+		args = append(args, "--debug-pprof")
+	}
+	demo, err := start(bin, "vigil demo", args...)
 	if err != nil {
 		return err
 	}
