@@ -30,6 +30,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	interval := fs.Duration("interval", time.Second, "sampling interval of every node")
 	logOpts := logging.Options{Level: "warn"}
 	logOpts.RegisterFlags(fs)
+	debugPprof := fs.Bool("debug-pprof", false, "serve Go's profiles under /debug/pprof/ on the dashboard's address")
 	replay := fs.String("replay", "", "simulated nodes replay this recording (`vigil record`) instead of the synthetic model")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -79,11 +80,13 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	iv := interval.String()
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		return runServer(gctx, []string{"--http", httpBound, "--listen", wireAddr, "--data", dir,
-			"--syslog-tcp", syslogAddr, "--syslog-udp", syslogAddr,
-			"--interval", iv, "--log-level", logOpts.Level, "--log-format", logOpts.Format}, stdout, stderr)
-	})
+	srvArgs := []string{"--http", httpBound, "--listen", wireAddr, "--data", dir,
+		"--syslog-tcp", syslogAddr, "--syslog-udp", syslogAddr,
+		"--interval", iv, "--log-level", logOpts.Level, "--log-format", logOpts.Format}
+	if *debugPprof {
+		srvArgs = append(srvArgs, "--debug-pprof")
+	}
+	g.Go(func() error { return runServer(gctx, srvArgs, stdout, stderr) })
 	// Dial the HTTP ports, not the wire ones (a bare connect would be logged
 	// as a failed handshake); each daemon binds its wire port first.
 	if err := waitListening(gctx, httpBound); err != nil {

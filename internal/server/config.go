@@ -100,6 +100,9 @@ type Config struct {
 
 	// Log is set by flags only.
 	Log logging.Options `toml:"-"`
+	// DebugPprof serves Go's profiles under /debug/pprof/ on HTTP (behind
+	// its web config), for finding where memory and CPU go.
+	DebugPprof bool `toml:"debug_pprof"`
 }
 
 func init() {
@@ -245,6 +248,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&c.QueryTimeout, "query-timeout", "maximum time one query may take (default 2m)")
 	fs.IntVar(&c.QueryMaxSamples, "query-max-samples", c.QueryMaxSamples, "maximum samples one query may load (default 50000000)")
 	fs.IntVar(&c.QueryMaxConcurrent, "query-max-concurrency", c.QueryMaxConcurrent, "maximum heavy queries evaluated at once (default: the number of cores)")
+	fs.BoolVar(&c.DebugPprof, "debug-pprof", c.DebugPprof, "serve Go's heap, CPU and goroutine profiles under /debug/pprof/ on --http")
 	c.Log.RegisterFlags(fs)
 	fs.Var(&remoteWriteFlag{p: &c.RemoteWrite}, "remote-write", "also send what the tree streams in (--listen) to this Prometheus remote-write URL (repeatable or comma list; replaces the file's remote_write)")
 }

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -181,6 +182,9 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn), MaxRequestsInFlight: 4,
 	}))
+	if cfg.DebugPprof {
+		registerPprof(s.mux)
+	}
 	s.mux.HandleFunc("GET /-/healthy", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "Vigil is Healthy.\n") })
 	s.mux.HandleFunc("GET /-/ready", func(w http.ResponseWriter, _ *http.Request) {
 		io.WriteString(w, "Vigil is Ready.\n")
@@ -292,6 +296,21 @@ func (s *Server) Close() error {
 // when Run returns.
 func (s *Server) Run(ctx context.Context) error {
 	cfg, log := s.cfg, s.log
+	// The live heap is mostly the TSDB head, long-lived and slowly
+	// allocated (a few MB/s at 165,000 series), so collecting at +50 %
+	// instead of +100 % costs little CPU and keeps RSS near the live heap.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
+	// Under a cgroup limit, let the heap use most of it before the GC
+	// works harder, instead of growing to twice the live heap and being
+	// killed; GOMEMLIMIT, when set, wins.
+	if os.Getenv("GOMEMLIMIT") == "" {
+		if l := cgroupMemoryLimit(os.ReadFile); l > 0 {
+			debug.SetMemoryLimit(int64(float64(l) * memLimitRatio))
+			log.Info("Go memory limit set from the cgroup's", "cgroup_bytes", l, "ratio", memLimitRatio)
+		}
+	}
 	ln, err := net.Listen("tcp", cfg.HTTP)
 	if err != nil {
 		return errors.Join(fmt.Errorf("listen on --http %s: %w", cfg.HTTP, err), s.Close())

@@ -43,8 +43,14 @@ const (
 	// the TSDB head's 2h block range, so a catch-up pass appending series
 	// after series never writes below the head's appendable window.
 	rollupChunk = 30 * time.Minute
-	// rollupCommitEvery bounds the samples one appender buffers.
-	rollupCommitEvery = 100_000
+	// DefaultRollupEvery is how often Run rolls up the minutes due. Each
+	// run writes its rollups as blocks, so rarer runs mean fewer, larger
+	// blocks; queries read raw data for the recent past anyway.
+	DefaultRollupEvery = 30 * time.Minute
+	// rollupBatchSeries bounds the rollup series one block writer holds
+	// in memory before it writes them out as a block. Blocks of one pass
+	// overlap in time; the TSDB merges them when it compacts.
+	rollupBatchSeries = 40_000
 	watermarkFile     = "watermark"
 )
 
@@ -67,7 +73,9 @@ type RollupOptions struct {
 	Retention time.Duration
 	// Delay is how long after its end a minute is rolled up (0:
 	// DefaultRollupDelay).
-	Delay  time.Duration
+	Delay time.Duration
+	// Every is how often Run rolls up (0: DefaultRollupEvery).
+	Every  time.Duration
 	Logger *slog.Logger
 }
 
@@ -77,6 +85,8 @@ type Rollup struct {
 	db   *tsdb.DB
 	opts RollupOptions
 	log  *slog.Logger
+
+	batchSeries int // rollup series per block (rollupBatchSeries; tests lower it)
 
 	mu sync.Mutex // serialises Step
 	// watermark (ms): every bucket before it is rolled up. Atomic so
@@ -99,8 +109,8 @@ func OpenRollup(raw *Store, opts RollupOptions) (*Rollup, error) {
 	if raw == nil {
 		return nil, errors.New("store: rollup: no raw store")
 	}
-	if opts.Retention < 0 || opts.Delay < 0 {
-		return nil, errors.New("store: rollup: negative retention or delay")
+	if opts.Retention < 0 || opts.Delay < 0 || opts.Every < 0 {
+		return nil, errors.New("store: rollup: negative retention, delay or period")
 	}
 	if opts.Dir == "" {
 		opts.Dir = filepath.Join(raw.opts.Dir, "rollup")
@@ -110,6 +120,9 @@ func OpenRollup(raw *Store, opts RollupOptions) (*Rollup, error) {
 	}
 	if opts.Delay == 0 {
 		opts.Delay = DefaultRollupDelay
+	}
+	if opts.Every == 0 {
+		opts.Every = DefaultRollupEvery
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -121,18 +134,20 @@ func OpenRollup(raw *Store, opts RollupOptions) (*Rollup, error) {
 	to := tsdb.DefaultOptions()
 	to.RetentionDuration = opts.Retention.Milliseconds()
 	to.WALCompression = compression.Snappy
-	// A crash between a commit and the watermark's update re-rolls those
-	// minutes; the window lets the identical samples land (or be refused
-	// as duplicates) instead of failing as out of bounds.
+	// Passes write blocks (pass), never into the head. An out-of-order
+	// window makes CompactOOOHead, which has nothing to compact, reload the
+	// blocks: the one public way to make new blocks visible at once.
 	to.OutOfOrderTimeWindow = (2 * rollupChunk).Milliseconds()
 	if err := repairLogs(opts.Dir, opts.Logger); err != nil {
 		return nil, err
 	}
+	// No appender writes the head, so nothing needs isolation.
+	to.IsolationDisabled = true
 	db, err := tsdb.Open(opts.Dir, opts.Logger, nil, to, nil)
 	if err != nil {
 		return nil, fmt.Errorf("store: open rollup %s: %w", opts.Dir, err)
 	}
-	r := &Rollup{raw: raw, db: db, opts: opts, log: opts.Logger}
+	r := &Rollup{raw: raw, db: db, opts: opts, log: opts.Logger, batchSeries: rollupBatchSeries}
 	r.watermark.Store(wm)
 	return r, nil
 }
@@ -157,7 +172,7 @@ func (r *Rollup) Stats() RollupStats {
 }
 
 // Run rolls up every completed minute at start (catching up from the
-// watermark) and then once a minute until ctx ends. Errors are logged and
+// watermark) and then every RollupOptions.Every until ctx ends. Errors are logged and
 // retried at the next minute, so a bad pass does not stop the server.
 func (r *Rollup) Run(ctx context.Context) error {
 	r.log.Info("rollups started", "dir", r.opts.Dir, "retention", r.opts.Retention.String(), "watermark", r.Watermark().UTC())
@@ -167,11 +182,11 @@ func (r *Rollup) Run(ctx context.Context) error {
 		} else if n > 0 {
 			r.log.Debug("rolled up", "minutes", n, "watermark", r.Watermark())
 		}
-		// Wake when the next minute becomes due: Delay past a minute's end.
+		// Wake Delay past the end of the next period.
 		now := time.Now()
-		next := now.Truncate(RollupStep).Add(r.opts.Delay % RollupStep)
+		next := now.Truncate(r.opts.Every).Add(r.opts.Delay % r.opts.Every)
 		for !next.After(now) {
-			next = next.Add(RollupStep)
+			next = next.Add(r.opts.Every)
 		}
 		t := time.NewTimer(next.Sub(now))
 		select {
@@ -236,7 +251,11 @@ type bucket struct {
 	endsStale     bool // the last raw sample was a stale marker
 }
 
-// pass rolls up the minute-aligned range [from, to) of raw data.
+// pass rolls up the minute-aligned range [from, to) of raw data. The
+// rollups go through block writers, each holding at most rollupBatchSeries
+// series, straight into blocks: appended to the rollup database's head,
+// four series per raw series would stay in memory for hours at a cost of
+// several hundred bytes each, more than the raw head itself.
 func (r *Rollup) pass(ctx context.Context, from, to int64) error {
 	q, err := r.raw.Querier(from, to-1) // values as stored are scaled (scale.go)
 	if err != nil {
@@ -246,8 +265,8 @@ func (r *Rollup) pass(ctx context.Context, from, to int64) error {
 	set := q.Select(ctx, false, nil, labels.MustNewMatcher(labels.MatchRegexp, labels.MetricName, ".+"))
 	step := RollupStep.Milliseconds()
 	buckets := make([]bucket, (to-from)/step)
-	app := r.db.Appender(ctx)
-	pending := 0
+	w := &rollupWriter{r: r}
+	defer w.close()
 	var (
 		it  chunkenc.Iterator
 		lb  labels.Builder
@@ -284,7 +303,6 @@ func (r *Rollup) pass(ctx context.Context, from, to int64) error {
 			b.endsStale = false
 		}
 		if err := it.Err(); err != nil {
-			_ = app.Rollback()
 			return fmt.Errorf("store: rollup: read %s: %w", s.Labels(), err)
 		}
 		if !seen {
@@ -295,6 +313,10 @@ func (r *Rollup) pass(ctx context.Context, from, to int64) error {
 			lb.Set(RollupLabel, a)
 			out[k] = lb.Labels()
 		}
+		app, err := w.appender(ctx)
+		if err != nil {
+			return err
+		}
 		for i := range buckets {
 			b := &buckets[i]
 			t := from + int64(i)*step
@@ -302,11 +324,10 @@ func (r *Rollup) pass(ctx context.Context, from, to int64) error {
 				vals := [len(aggs)]float64{b.min, b.max, b.sum / float64(b.n), float64(b.n)}
 				for k := range aggs {
 					if err := r.append(app, out[k], t, vals[k]); err != nil {
-						_ = app.Rollback()
 						return err
 					}
 				}
-				pending += len(aggs)
+				w.pending += len(aggs)
 			}
 			if b.endsStale {
 				// The series went stale in this minute: end the rollup
@@ -314,33 +335,120 @@ func (r *Rollup) pass(ctx context.Context, from, to int64) error {
 				// gap instead of the mean being carried forward.
 				for k := range aggs {
 					if err := r.append(app, out[k], t+step-1, math.Float64frombits(value.StaleNaN)); err != nil {
-						_ = app.Rollback()
 						return err
 					}
 				}
-				pending += len(aggs)
+				w.pending += len(aggs)
 			}
 		}
 		r.series.Add(1)
-		if pending >= rollupCommitEvery {
-			if err := app.Commit(); err != nil {
-				r.walFailed.Store(true)
-				return fmt.Errorf("store: rollup %s..%s: commit: %w", fmtMs(from), fmtMs(to), err)
-			}
-			r.samples.Add(uint64(pending))
-			pending = 0
-			app = r.db.Appender(ctx)
+		w.series += len(aggs)
+		if err := w.commitIfFull(ctx); err != nil {
+			return fmt.Errorf("store: rollup %s..%s: %w", fmtMs(from), fmtMs(to), err)
 		}
 	}
 	if err := set.Err(); err != nil {
-		_ = app.Rollback()
 		return fmt.Errorf("store: rollup %s..%s: select raw series: %w", fmtMs(from), fmtMs(to), err)
 	}
-	if err := app.Commit(); err != nil {
-		r.walFailed.Store(true)
-		return fmt.Errorf("store: rollup %s..%s: commit: %w", fmtMs(from), fmtMs(to), err)
+	if err := w.flush(ctx); err != nil {
+		return fmt.Errorf("store: rollup %s..%s: %w", fmtMs(from), fmtMs(to), err)
 	}
-	r.samples.Add(uint64(pending))
+	if w.blocks > 0 {
+		// Load the new blocks now, so queries see them once the watermark
+		// moves (see OpenRollup).
+		if err := r.db.CompactOOOHead(ctx); err != nil {
+			return fmt.Errorf("store: rollup %s..%s: load blocks: %w", fmtMs(from), fmtMs(to), err)
+		}
+	}
+	return nil
+}
+
+// rollupWriter writes one pass's rollups as blocks into the rollup
+// database's directory, rollupBatchSeries series a block.
+type rollupWriter struct {
+	r       *Rollup
+	bw      *tsdb.BlockWriter
+	app     storage.Appender
+	series  int // series in bw
+	pending int // samples in app
+	blocks  int // blocks written
+}
+
+// rollupCommitEvery bounds the samples one appender buffers.
+const rollupCommitEvery = 100_000
+
+func (w *rollupWriter) appender(ctx context.Context) (storage.Appender, error) {
+	if w.bw == nil {
+		// Its own logs ("flushing") would repeat every pass.
+		bw, err := tsdb.NewBlockWriter(slog.New(slog.DiscardHandler), w.r.opts.Dir, tsdb.DefaultBlockDuration)
+		if err != nil {
+			return nil, fmt.Errorf("store: rollup: block writer: %w", err)
+		}
+		w.bw = bw
+	}
+	if w.app == nil {
+		w.app = w.bw.Appender(ctx)
+	}
+	return w.app, nil
+}
+
+// commitIfFull commits the buffered samples when there are many and
+// writes the block when it holds rollupBatchSeries series.
+func (w *rollupWriter) commitIfFull(ctx context.Context) error {
+	if w.series >= w.r.batchSeries {
+		return w.flush(ctx)
+	}
+	if w.pending >= rollupCommitEvery {
+		return w.commit()
+	}
+	return nil
+}
+
+func (w *rollupWriter) commit() error {
+	if w.app == nil {
+		return nil
+	}
+	err := w.app.Commit()
+	w.app = nil
+	if err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	w.r.samples.Add(uint64(w.pending))
+	w.pending = 0
+	return nil
+}
+
+// flush writes what the block writer holds as a block.
+func (w *rollupWriter) flush(ctx context.Context) error {
+	if err := w.commit(); err != nil {
+		return err
+	}
+	if w.bw == nil {
+		return nil
+	}
+	if w.series > 0 {
+		if _, err := w.bw.Flush(ctx); err != nil {
+			return fmt.Errorf("write block: %w", err)
+		}
+		w.blocks++
+	}
+	w.series = 0
+	return w.close()
+}
+
+func (w *rollupWriter) close() error {
+	if w.app != nil {
+		_ = w.app.Rollback()
+		w.app = nil
+	}
+	if w.bw == nil {
+		return nil
+	}
+	err := w.bw.Close()
+	w.bw = nil
+	if err != nil {
+		return fmt.Errorf("close block writer: %w", err)
+	}
 	return nil
 }
 
