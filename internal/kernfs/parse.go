@@ -166,3 +166,26 @@ func Cut(b []byte, sep byte) (before, after []byte, found bool) {
 	}
 	return b, nil, false
 }
+
+// ParseHex parses 1 to maxDigits hexadecimal digits, without a prefix and
+// without allocating (softnet_stat columns, conntrack counters).
+func ParseHex(b []byte, maxDigits int) (uint64, bool) {
+	if len(b) == 0 || len(b) > maxDigits || maxDigits > 16 {
+		return 0, false
+	}
+	var x uint64
+	for _, c := range b {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		x = x<<4 | uint64(c)
+	}
+	return x, true
+}

@@ -99,3 +99,21 @@ func FuzzParseUint(f *testing.F) {
 		}
 	})
 }
+
+func TestParseHex(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		max  int
+		want uint64
+		ok   bool
+	}{
+		{"0", 8, 0, true}, {"00001a2B", 8, 0x1a2b, true}, {"ffffffff", 8, 0xffffffff, true},
+		{"100000000", 8, 0, false}, {"ffffffffffffffff", 16, 1<<64 - 1, true},
+		{"", 8, 0, false}, {"0x1", 8, 0, false}, {"g", 8, 0, false}, {"-1", 8, 0, false},
+	} {
+		got, ok := ParseHex([]byte(tc.in), tc.max)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("ParseHex(%q, %d) = %d, %v; want %d, %v", tc.in, tc.max, got, ok, tc.want, tc.ok)
+		}
+	}
+}

@@ -177,7 +177,7 @@ func Sum(data []byte, cols *[NumStats]int, sums *[NumStats]uint64) error {
 			if c >= n {
 				return fmt.Errorf("line %d: %d columns, want %d: %w", line, n, c+1, ErrFormat)
 			}
-			v, ok := parseHex(f[c])
+			v, ok := kernfs.ParseHex(f[c], 16)
 			if !ok {
 				return fmt.Errorf("line %d column %d: want hex: %w", line, c+1, ErrFormat)
 			}
@@ -185,27 +185,6 @@ func Sum(data []byte, cols *[NumStats]int, sums *[NumStats]uint64) error {
 		}
 	}
 	return nil
-}
-
-func parseHex(b []byte) (uint64, bool) {
-	if len(b) == 0 || len(b) > 16 {
-		return 0, false
-	}
-	var x uint64
-	for _, c := range b {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c -= 'a' - 10
-		case c >= 'A' && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, false
-		}
-		x = x<<4 | uint64(c)
-	}
-	return x, true
 }
 
 func readUint(f *kernfs.File) (uint64, error) {

@@ -135,16 +135,16 @@ func Parse(data []byte, fn func(cpu int, v [NumStats]uint64)) error {
 			if c >= k {
 				continue
 			}
-			x, err := parseHex(f[c])
-			if err != nil {
+			x, ok := kernfs.ParseHex(f[c], 8)
+			if !ok {
 				return fmt.Errorf("line %d column %d %q: want hex: %w", n+1, c+1, clip(f[c]), ErrFormat)
 			}
 			v[i] = x
 		}
 		cpu := uint64(n)
 		if k >= 13 {
-			x, err := parseHex(f[12])
-			if err != nil || x >= MaxCPU {
+			x, ok := kernfs.ParseHex(f[12], 8)
+			if !ok || x >= MaxCPU {
 				return fmt.Errorf("line %d: CPU index %q: want hex below %d: %w", n+1, clip(f[12]), MaxCPU, ErrFormat)
 			}
 			cpu = x
@@ -162,28 +162,4 @@ func clip(b []byte) []byte {
 		return b[:20]
 	}
 	return b
-}
-
-var errHex = errors.New("not a hex u32")
-
-// parseHex reads a hex u32 column without allocating.
-func parseHex(b []byte) (uint64, error) {
-	if len(b) == 0 || len(b) > 8 {
-		return 0, errHex
-	}
-	var x uint64
-	for _, c := range b {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c -= 'a' - 10
-		case c >= 'A' && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, errHex
-		}
-		x = x<<4 | uint64(c)
-	}
-	return x, nil
 }
