@@ -32,7 +32,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -52,6 +51,7 @@ import (
 
 	"github.com/prometheus/prometheus/tsdb"
 
+	"github.com/vigil-hpc/vigil/bench/internal/benchutil"
 	"github.com/vigil-hpc/vigil/internal/metric"
 	"github.com/vigil-hpc/vigil/internal/query"
 	"github.com/vigil-hpc/vigil/internal/simulate"
@@ -410,11 +410,11 @@ func encodeRequests(d *dataset, o options) ([][][]byte, error) {
 // tick is stored. The client encodes on this goroutine, on the same
 // machine, so its CPU competes with the server's.
 func ingestWire(o options, d *dataset, dir string, inProcess float64) error {
-	httpAddr, err := freeAddr()
+	httpAddr, err := benchutil.FreeAddr()
 	if err != nil {
 		return err
 	}
-	streamAddr, err := freeAddr()
+	streamAddr, err := benchutil.FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -472,15 +472,6 @@ func ingestWire(o options, d *dataset, dir string, inProcess float64) error {
 	fmt.Printf("vigil server via wire:   %12.0f samples/s  (%s wall, client queued all in %s, %d dropped; server %.1f CPU-s: %.0f samples per CPU-s; %.2fx of in-process)\n",
 		rate, dur.Round(time.Millisecond), queued.Round(time.Millisecond), c.Stats().Dropped.Load(), sc, float64(d.total)/sc, rate/inProcess)
 	return nil
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
 }
 
 // instantScalar evaluates q at t and returns the single value (0 if the
@@ -548,7 +539,7 @@ func startPrometheus(bin, dir string) (*promProc, error) {
 	if err := os.WriteFile(cfg, []byte("global:\n  scrape_interval: 1m\n"), 0o644); err != nil {
 		return nil, err
 	}
-	addr, err := freeAddr()
+	addr, err := benchutil.FreeAddr()
 	if err != nil {
 		return nil, err
 	}

@@ -31,6 +31,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vigil-hpc/vigil/bench/internal/benchutil"
 	"github.com/vigil-hpc/vigil/internal/wire"
 )
 
@@ -186,7 +187,7 @@ func (c *config) measure(ctx context.Context, cd condition) (stats, error) {
 // startSampler runs the node daemon streaming to the discarding receiver
 // and returns once its /metrics answers.
 func (c *config) startSampler(ctx context.Context, interval time.Duration) (stop func(), err error) {
-	addr, err := freeAddr()
+	addr, err := benchutil.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -286,15 +287,6 @@ func summarise(ds []time.Duration, q time.Duration) stats {
 func (s stats) String() string {
 	return fmt.Sprintf("quanta %7d  mean %8.1f µs  p50 %v  p99 %v  p99.9 %v  max %v",
 		s.n, s.mean/1e3, s.p50.Round(time.Microsecond), s.p99.Round(time.Microsecond), s.p999.Round(time.Microsecond), s.maxd.Round(time.Microsecond))
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
 }
 
 func median(xs []float64) float64 {

@@ -33,6 +33,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vigil-hpc/vigil/bench/internal/benchutil"
 	"github.com/vigil-hpc/vigil/internal/wire"
 )
 
@@ -140,7 +141,7 @@ func (c *config) once() ([]named, error) {
 	root := strings.TrimSuffix(c.root, "/")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	vaddr, err := freeAddr()
+	vaddr, err := benchutil.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +158,7 @@ func (c *config) once() ([]named, error) {
 		procs[0].args = append(procs[0].args, "--upstream", ln.Addr().String())
 	}
 	if c.neBin != "" {
-		naddr, err := freeAddr()
+		naddr, err := benchutil.FreeAddr()
 		if err != nil {
 			return nil, err
 		}
@@ -465,15 +466,6 @@ func rss(pid int) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no VmRSS")
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
 }
 
 func median(xs []float64) float64 {

@@ -18,7 +18,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -27,9 +26,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/vigil-hpc/vigil/bench/internal/benchutil"
 )
 
 type options struct {
@@ -101,7 +101,7 @@ func runServer(ctx context.Context, o options) error {
 		if _, err := exec.LookPath(o.prometheus); err != nil {
 			return fmt.Errorf("no Prometheus at %s (apt-get install prometheus, or --no-prometheus): %w", o.prometheus, err)
 		}
-		if promHTTP, err = freeAddr(); err != nil {
+		if promHTTP, err = benchutil.FreeAddr(); err != nil {
 			return err
 		}
 		cfg := filepath.Join(dir, "prometheus.yml")
@@ -117,11 +117,11 @@ func runServer(ctx context.Context, o options) error {
 			return fmt.Errorf("prometheus: %w\n%s", err, prom.out.String())
 		}
 	}
-	httpAddr, err := freeAddr()
+	httpAddr, err := benchutil.FreeAddr()
 	if err != nil {
 		return err
 	}
-	wireAddr, err := freeAddr()
+	wireAddr, err := benchutil.FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -193,7 +193,7 @@ func runDemo(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	httpAddr, err := freeAddr()
+	httpAddr, err := benchutil.FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -389,12 +389,12 @@ func metric(addr, name string) float64 {
 type child struct {
 	name string
 	cmd  *exec.Cmd
-	out  *tailBuffer
+	out  *benchutil.TailBuffer
 	done chan struct{}
 }
 
 func start(bin, name string, args ...string) (*child, error) {
-	c := &child{name: name, cmd: exec.Command(bin, args...), out: &tailBuffer{}, done: make(chan struct{})}
+	c := &child{name: name, cmd: exec.Command(bin, args...), out: &benchutil.TailBuffer{}, done: make(chan struct{})}
 	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
 	if err := c.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
@@ -423,37 +423,6 @@ func (c *child) stop() {
 		_ = c.cmd.Process.Kill()
 		<-c.done
 	}
-}
-
-// tailBuffer keeps the last 256 KiB a child wrote, for error messages.
-type tailBuffer struct {
-	mu sync.Mutex
-	b  []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > 512<<10 {
-		t.b = append(t.b[:0], t.b[len(t.b)-(256<<10):]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
 }
 
 // waitHTTP polls addr+path until it answers 200, for up to a minute.

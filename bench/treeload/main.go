@@ -47,6 +47,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vigil-hpc/vigil/bench/internal/benchutil"
 	"github.com/vigil-hpc/vigil/internal/metric"
 	"github.com/vigil-hpc/vigil/internal/wire"
 )
@@ -161,36 +162,14 @@ func (tp *top) nodesSeen() int {
 type child struct {
 	name   string
 	cmd    *exec.Cmd
-	stderr *lockedBuffer
+	stderr *benchutil.TailBuffer
 	http   string // aggregators: /metrics address
 	cpu0   int64
 	rssMax int64
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  []byte
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	// Keep the tail only: a long run logs a lot.
-	l.b = append(l.b, p...)
-	if len(l.b) > 1<<20 {
-		l.b = append(l.b[:0], l.b[len(l.b)-(512<<10):]...)
-	}
-	return len(p), nil
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return string(l.b)
-}
-
 func startChild(bin, name string, args ...string) (*child, error) {
-	c := &child{name: name, cmd: exec.Command(bin, args...), stderr: &lockedBuffer{}}
+	c := &child{name: name, cmd: exec.Command(bin, args...), stderr: &benchutil.TailBuffer{}}
 	c.cmd.Stderr = c.stderr
 	if err := c.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
@@ -209,15 +188,6 @@ func (c *child) stop() {
 		_ = c.cmd.Process.Kill()
 		<-done
 	}
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
 }
 
 func run(o options) error {
@@ -257,11 +227,11 @@ func run(o options) error {
 	var aggs []*child // aggs[0] is L1
 	upstream := ln.Addr().String()
 	for level := o.levels; level >= 1; level-- {
-		listen, err := freeAddr()
+		listen, err := benchutil.FreeAddr()
 		if err != nil {
 			return err
 		}
-		httpAddr, err := freeAddr()
+		httpAddr, err := benchutil.FreeAddr()
 		if err != nil {
 			return err
 		}
