@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vigil-hpc/vigil/internal/testutil"
 )
 
 // `vigil server` stopped with SIGTERM while a dashboard's live stream is
@@ -20,7 +22,7 @@ func TestE2EServerStopsWithLiveStreamOpen(t *testing.T) {
 	}
 	addr := freePort(t)
 	cmd := vigil(t, "server", "--http", addr, "--data", t.TempDir())
-	errBuf := &syncBuffer{}
+	errBuf := &testutil.SyncBuffer{}
 	cmd.Stderr = errBuf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

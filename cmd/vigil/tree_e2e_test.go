@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -236,35 +235,17 @@ func serveTop(t *testing.T, r *recorder, name string, key []byte) string {
 	return ln.Addr().String()
 }
 
-// syncBuffer collects a child's stderr while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // proc is a vigil child process killed with SIGKILL at cleanup at the latest.
 type proc struct {
 	name   string
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *testutil.SyncBuffer
 	done   chan struct{}
 }
 
 func start(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, cmd: vigil(t, args...), stderr: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{name: name, cmd: vigil(t, args...), stderr: &testutil.SyncBuffer{}, done: make(chan struct{})}
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)

@@ -95,7 +95,7 @@ func TestWebDemoE2E(t *testing.T) {
 	base := "http://" + addr
 	data := t.TempDir()
 	cmd := vigil(t, "demo", "--nodes", strconv.Itoa(nodes), "--http", addr, "--data", data)
-	var stdout, stderr syncBuffer
+	var stdout, stderr testutil.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

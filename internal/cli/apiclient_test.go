@@ -22,6 +22,7 @@ import (
 	"github.com/vigil-hpc/vigil/internal/metric"
 	"github.com/vigil-hpc/vigil/internal/query"
 	"github.com/vigil-hpc/vigil/internal/store"
+	"github.com/vigil-hpc/vigil/internal/testutil"
 )
 
 // authAPI serves the query and log APIs over a store with node_load1 of
@@ -194,24 +195,6 @@ func TestClientTimeout(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe to read while a command writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestLogsTailIdle: tail -f has no overall timeout (keepalives keep a
 // quiet stream open past --timeout), but a stream that sends nothing for
 // --timeout is dropped and resumed.
@@ -261,7 +244,7 @@ func TestLogsTailIdle(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errb syncBuffer
+	var out, errb testutil.SyncBuffer
 	exited := make(chan error, 1)
 	go func() {
 		exited <- logsTail(ctx, []string{"-f", "--limit", "0", "--timeout", "200ms", "--server", hs.URL}, &out, &errb)

@@ -1,7 +1,6 @@
 package remotewrite_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -38,24 +36,6 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// lockedBuffer collects a process' or daemon's output for failure messages.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // startPrometheus runs the Debian Prometheus with its remote-write
 // receiver on until the test ends and returns its base URL.
 func startPrometheus(t *testing.T) string {
@@ -69,7 +49,7 @@ func startPrometheus(t *testing.T) string {
 		t.Fatal(err)
 	}
 	addr := freeAddr(t)
-	var out lockedBuffer
+	var out testutil.SyncBuffer
 	cmd := exec.Command(prometheusBin, "--web.enable-remote-write-receiver", "--config.file="+cfg,
 		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+addr)
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -145,7 +125,7 @@ func TestPrometheus(t *testing.T) {
 	prom := startPrometheus(t)
 	httpAddr, streamAddr := freeAddr(t), freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	var vlog lockedBuffer
+	var vlog testutil.SyncBuffer
 	done := make(chan error, 1)
 	go func() {
 		cfg := server.DefaultConfig()

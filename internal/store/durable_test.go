@@ -422,7 +422,7 @@ func TestInjectedCommitFailure(t *testing.T) {
 // The read-only state is logged once, not on every check while the free
 // space (part of the message) moves.
 func TestReadOnlyLoggedOnce(t *testing.T) {
-	var buf syncBuffer
+	var buf testutil.SyncBuffer
 	s, err := Open(Options{Dir: t.TempDir(), MinFreeBytes: 1 << 62, CheckInterval: time.Hour,
 		Logger: slog.New(slog.NewTextHandler(&buf, nil))})
 	if err != nil {
@@ -438,23 +438,6 @@ func TestReadOnlyLoggedOnce(t *testing.T) {
 	if n := strings.Count(buf.String(), "store read-only"); n != 1 {
 		t.Errorf("read-only logged %d times, want once:\n%s", n, buf.String())
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // TestConcurrentCommitAfterWALFailure: commits run concurrently, so one

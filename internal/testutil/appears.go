@@ -3,11 +3,13 @@ package testutil
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/vigil-hpc/vigil/internal/kernfs"
 	"github.com/vigil-hpc/vigil/internal/metric"
 	"github.com/vigil-hpc/vigil/internal/sampler"
 )
@@ -48,4 +50,31 @@ func FileAppearsLater(t *testing.T, plugin string, files map[string]string, want
 		}
 	}
 	t.Fatalf("%s: the file that appeared was not read within 64 ticks", plugin)
+}
+
+// InitNotAvailable checks that plugin, on a root without its hardware,
+// says ErrNotAvailable from Init, so the sampler leaves it out.
+func InitNotAvailable(t *testing.T, plugin string) {
+	t.Helper()
+	reg, ok := sampler.Lookup(plugin)
+	if !ok {
+		t.Fatalf("plugin %q not registered", plugin)
+	}
+	p := reg.New(reg.NewConfig())
+	err := p.Init(sampler.Env{FS: kernfs.NewFS(t.TempDir()), Logger: slog.New(slog.DiscardHandler), Stats: &sampler.Stats{}})
+	if !errors.Is(err, sampler.ErrNotAvailable) {
+		t.Fatalf("Init err = %v, want ErrNotAvailable", err)
+	}
+}
+
+// DefaultInterval checks that plugin's default config carries want.
+func DefaultInterval(t *testing.T, plugin string, want time.Duration) {
+	t.Helper()
+	reg, ok := sampler.Lookup(plugin)
+	if !ok {
+		t.Fatalf("plugin %q not registered", plugin)
+	}
+	if got := time.Duration(reg.NewConfig().CommonConfig().Interval); got != want {
+		t.Fatalf("%s default interval %v, want %v", plugin, got, want)
+	}
 }

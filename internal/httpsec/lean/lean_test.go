@@ -10,25 +10,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vigil-hpc/vigil/internal/testutil"
 )
 
 // serve runs Serve on a loopback port until the test ends.
 func serve(t *testing.T, h http.Handler, o Options) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, ln, h, o) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return ln.Addr().String()
+	return testutil.Serve(t, func(ctx context.Context, ln net.Listener) error { return Serve(ctx, ln, h, o) })
 }
 
 func ok(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") }

@@ -1,13 +1,8 @@
 package cpufreq_test
 
 import (
-	"errors"
-	"log/slog"
 	"testing"
-	"time"
 
-	"github.com/vigil-hpc/vigil/internal/kernfs"
-	"github.com/vigil-hpc/vigil/internal/sampler"
 	"github.com/vigil-hpc/vigil/internal/sampler/plugins/cpufreq"
 	"github.com/vigil-hpc/vigil/internal/testutil"
 )
@@ -21,19 +16,11 @@ func TestZeroAllocs(t *testing.T) { testutil.ZeroAllocs(t, "cpufreq", "testdata/
 // TestNoCpufreq: without the hardware, Init says "not available" and the
 // sampler leaves the plugin out, so it costs nothing per tick.
 func TestNoCpufreq(t *testing.T) {
-	reg, _ := sampler.Lookup("cpufreq")
-	p := reg.New(reg.NewConfig())
-	err := p.Init(sampler.Env{FS: kernfs.NewFS(t.TempDir()), Logger: slog.New(slog.DiscardHandler), Stats: &sampler.Stats{}})
-	if !errors.Is(err, sampler.ErrNotAvailable) {
-		t.Fatalf("Init err = %v, want ErrNotAvailable", err)
-	}
+	testutil.InitNotAvailable(t, "cpufreq")
 }
 
 func TestDefaultInterval(t *testing.T) {
-	reg, _ := sampler.Lookup("cpufreq")
-	if got := time.Duration(reg.NewConfig().CommonConfig().Interval); got != cpufreq.DefaultInterval {
-		t.Fatalf("interval %v", got)
-	}
+	testutil.DefaultInterval(t, "cpufreq", cpufreq.DefaultInterval)
 }
 
 func TestParseKHz(t *testing.T) {

@@ -1,12 +1,8 @@
 package edac_test
 
 import (
-	"errors"
-	"log/slog"
 	"testing"
 
-	"github.com/vigil-hpc/vigil/internal/kernfs"
-	"github.com/vigil-hpc/vigil/internal/sampler"
 	"github.com/vigil-hpc/vigil/internal/sampler/plugins/edac"
 	"github.com/vigil-hpc/vigil/internal/testutil"
 )
@@ -18,12 +14,7 @@ func TestZeroAllocs(t *testing.T) { testutil.ZeroAllocs(t, "edac", "testdata/bas
 // TestNoEDAC: without the hardware, Init says "not available" and the
 // sampler leaves the plugin out, so it costs nothing per tick.
 func TestNoEDAC(t *testing.T) {
-	reg, _ := sampler.Lookup("edac")
-	p := reg.New(reg.NewConfig())
-	err := p.Init(sampler.Env{FS: kernfs.NewFS(t.TempDir()), Logger: slog.New(slog.DiscardHandler), Stats: &sampler.Stats{}})
-	if !errors.Is(err, sampler.ErrNotAvailable) {
-		t.Fatalf("Init err = %v, want ErrNotAvailable", err)
-	}
+	testutil.InitNotAvailable(t, "edac")
 }
 
 func TestParse(t *testing.T) {

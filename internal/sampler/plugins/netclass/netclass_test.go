@@ -19,10 +19,7 @@ func TestFixtures(t *testing.T) { testutil.FixtureCases(t, "netclass", nil) }
 func TestZeroAllocs(t *testing.T) { testutil.ZeroAllocs(t, "netclass", "testdata/basic", nil) }
 
 func TestDefaultInterval(t *testing.T) {
-	reg, _ := sampler.Lookup("netclass")
-	if got := time.Duration(reg.NewConfig().CommonConfig().Interval); got != netclass.DefaultInterval {
-		t.Fatalf("default interval %v, want %v", got, netclass.DefaultInterval)
-	}
+	testutil.DefaultInterval(t, "netclass", netclass.DefaultInterval)
 }
 
 func sample(t *testing.T, p sampler.Plugin) string {

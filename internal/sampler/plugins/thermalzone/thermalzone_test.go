@@ -1,13 +1,8 @@
 package thermalzone_test
 
 import (
-	"errors"
-	"log/slog"
 	"testing"
-	"time"
 
-	"github.com/vigil-hpc/vigil/internal/kernfs"
-	"github.com/vigil-hpc/vigil/internal/sampler"
 	"github.com/vigil-hpc/vigil/internal/sampler/plugins/thermalzone"
 	"github.com/vigil-hpc/vigil/internal/testutil"
 )
@@ -19,19 +14,11 @@ func TestZeroAllocs(t *testing.T) { testutil.ZeroAllocs(t, "thermal_zone", "test
 // TestNoThermal: without the hardware, Init says "not available" and the
 // sampler leaves the plugin out, so it costs nothing per tick.
 func TestNoThermal(t *testing.T) {
-	reg, _ := sampler.Lookup("thermal_zone")
-	p := reg.New(reg.NewConfig())
-	err := p.Init(sampler.Env{FS: kernfs.NewFS(t.TempDir()), Logger: slog.New(slog.DiscardHandler), Stats: &sampler.Stats{}})
-	if !errors.Is(err, sampler.ErrNotAvailable) {
-		t.Fatalf("Init err = %v, want ErrNotAvailable", err)
-	}
+	testutil.InitNotAvailable(t, "thermal_zone")
 }
 
 func TestDefaultInterval(t *testing.T) {
-	reg, _ := sampler.Lookup("thermal_zone")
-	if got := time.Duration(reg.NewConfig().CommonConfig().Interval); got != thermalzone.DefaultInterval {
-		t.Fatalf("interval %v", got)
-	}
+	testutil.DefaultInterval(t, "thermal_zone", thermalzone.DefaultInterval)
 }
 
 func TestParse(t *testing.T) {
