@@ -46,6 +46,21 @@ func TestE2EWebConfig(t *testing.T) {
 			t.Errorf("GET %s without credentials = %d, want 401", u, code)
 		}
 	}
+	// The refusals are counted on the server's and aggregator's /metrics:
+	// two requests without credentials to the server, one to the aggregator.
+	for u, want := range map[string]string{srvHTTP: `vigil_http_refused_total{code="401"} 2`, aggHTTP: `vigil_http_refused_total{code="401"} 1`} {
+		req, _ := http.NewRequest("GET", "https://"+u+"/metrics", nil)
+		req.SetBasicAuth("ops", "s3cret")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), want) {
+			t.Errorf("%s/metrics lacks %s", u, want)
+		}
+	}
 	// The tree still works: the sampler's node reaches the server.
 	waitUntil(t, "n1 stored", 15*time.Second, func() bool {
 		req, _ := http.NewRequest("GET", "https://"+srvHTTP+"/api/v1/query?query=node_load1%7Bnode%3D%22n1%22%7D", nil)

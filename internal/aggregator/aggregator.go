@@ -216,7 +216,7 @@ func (a *Aggregator) Run(ctx context.Context) error {
 		}
 		start(func() error {
 			return httpsec.Serve(ctx, hl, a.Handler(), httpsec.Options{
-				WebConfigFile: a.cfg.WebConfig, ConnState: a.httpm.ConnState, Logger: a.log.With("component", "http"),
+				WebConfigFile: a.cfg.WebConfig, ConnState: a.httpm.ConnState, Outer: a.httpm.Outer, Logger: a.log.With("component", "http"),
 			})
 		})
 	}

@@ -39,6 +39,9 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, o Options) erro
 		return err
 	}
 	lln, srv := lean.NewServer(ln, h, o)
+	if o.Outer != nil {
+		lln = &outerListener{Listener: lln, srv: srv, outer: o.Outer}
+	}
 	file := o.WebConfigFile
 	// The toolkit logs each listener and its TLS state at info.
 	return lean.Run(ctx, ln, srv, func() error {
@@ -48,3 +51,22 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, o Options) erro
 
 // IsLoopback reports whether a listen address accepts only local peers.
 func IsLoopback(addr string) bool { return lean.IsLoopback(addr) }
+
+// outerListener wraps the handler the toolkit installs (authentication
+// around h) in Outer at the first Accept: web.Serve sets srv.Handler and
+// then accepts on the same goroutine, before any request is served, so
+// the swap races with nothing.
+type outerListener struct {
+	net.Listener
+	srv     *http.Server
+	outer   func(http.Handler) http.Handler
+	wrapped bool
+}
+
+func (l *outerListener) Accept() (net.Conn, error) {
+	if !l.wrapped {
+		l.wrapped = true
+		l.srv.Handler = l.outer(l.srv.Handler)
+	}
+	return l.Listener.Accept()
+}

@@ -49,3 +49,50 @@ func TestInstrument(t *testing.T) {
 		t.Errorf("open connections = %v while the client keeps one alive", got)
 	}
 }
+
+// Requests refused by the web configuration's basic auth never reach the
+// instrumented mux; Outer counts them (TLS and plain HTTP).
+func TestRefusedCounted(t *testing.T) {
+	for _, withTLS := range []bool{false, true} {
+		reg := prometheus.NewRegistry()
+		m := NewMetrics(reg)
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /api/v1/query", ok)
+		file, client := vtestutil.WebConfig(t, "admin", "s3cret", withTLS)
+		addr := serve(t, m.Instrument(mux), Options{WebConfigFile: file, ConnState: m.ConnState, Outer: m.Outer})
+		scheme := "http://"
+		if withTLS {
+			scheme = "https://"
+		}
+		get := func(user, pass string) int {
+			req, err := http.NewRequest("GET", scheme+addr+"/api/v1/query", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if user != "" {
+				req.SetBasicAuth(user, pass)
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		for _, c := range []struct {
+			user, pass string
+			want       int
+		}{{"", "", 401}, {"admin", "wrong", 401}, {"admin", "s3cret", 200}, {"nobody", "s3cret", 401}} {
+			if got := get(c.user, c.pass); got != c.want {
+				t.Fatalf("tls=%v user %q: status %d, want %d", withTLS, c.user, got, c.want)
+			}
+		}
+		if got := testutil.ToFloat64(m.refused.WithLabelValues("401")); got != 3 {
+			t.Errorf("tls=%v: vigil_http_refused_total{code=401} = %v, want 3", withTLS, got)
+		}
+		if got := testutil.ToFloat64(m.requests.WithLabelValues("/api/v1/query", "200")); got != 1 {
+			t.Errorf("tls=%v: requests that reached the handler = %v, want 1", withTLS, got)
+		}
+	}
+}

@@ -15,6 +15,7 @@ type Metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	conns    prometheus.Gauge
+	refused  *prometheus.CounterVec
 }
 
 // NewMetrics registers the HTTP metrics on reg (nil: not registered).
@@ -33,9 +34,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "vigil_http_connections",
 			Help: "Open HTTP connections (capped per listener).",
 		}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vigil_http_refused_total",
+			Help: "HTTP requests refused before reaching a handler: 401 (missing or wrong credentials) or 429 (the web configuration's rate limit).",
+		}, []string{"code"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.duration, m.conns)
+		reg.MustRegister(m.requests, m.duration, m.conns, m.refused)
 	}
 	return m
 }
@@ -48,6 +53,19 @@ func (m *Metrics) ConnState(_ net.Conn, st http.ConnState) {
 	case http.StateHijacked, http.StateClosed:
 		m.conns.Dec()
 	}
+}
+
+// Outer wraps a listener's whole handler, authentication included, and
+// counts the requests refused by authentication or rate limit (set it as
+// Options.Outer). The handlers behind it never answer 401 or 429.
+func (m *Metrics) Outer(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cw := &codeWriter{ResponseWriter: w, code: http.StatusOK}
+		h.ServeHTTP(cw, r)
+		if cw.code == http.StatusUnauthorized || cw.code == http.StatusTooManyRequests {
+			m.refused.WithLabelValues(strconv.Itoa(cw.code)).Inc()
+		}
+	})
 }
 
 // Instrument counts the requests mux answers by its matched route, so the

@@ -236,7 +236,7 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 	defer context.AfterFunc(gctx, s.stopStreams)()
 	g.Go(func() error {
 		return httpsec.Serve(gctx, ln, s.Handler(), httpsec.Options{
-			WebConfigFile: s.cfg.WebConfig, ConnState: s.httpm.ConnState, Logger: s.log.With("component", "http"),
+			WebConfigFile: s.cfg.WebConfig, ConnState: s.httpm.ConnState, Outer: s.httpm.Outer, Logger: s.log.With("component", "http"),
 		})
 	})
 	// At least a second apart: at a 10 ms interval, 190 series of its own

@@ -53,7 +53,10 @@ type Options struct {
 	MaxHeaderBytes int
 	// ConnState, if set, is told about every connection (metrics).
 	ConnState func(net.Conn, http.ConnState)
-	Logger    *slog.Logger
+	// Outer, if set, wraps the handler outside authentication, so requests
+	// refused there (401) can be counted.
+	Outer  func(http.Handler) http.Handler
+	Logger *slog.Logger
 }
 
 // Defaults fills zero fields.
@@ -130,6 +133,9 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, o Options) erro
 		h = wc.Authenticate(h)
 	}
 	lln, srv := NewServer(ln, h, o)
+	if o.Outer != nil {
+		srv.Handler = o.Outer(srv.Handler)
+	}
 	if wc != nil && wc.TLS != nil {
 		srv.TLSConfig = wc.TLS
 		return Run(ctx, ln, srv, func() error { return srv.ServeTLS(lln, "", "") })
