@@ -81,7 +81,7 @@ func printTree(w io.Writer, server string, t *treestatus.Tree) {
 		if n := t.NodesDown - len(t.Down); n > 0 {
 			more = fmt.Sprintf(" … and %d more", n)
 		}
-		fmt.Fprintf(w, "DOWN: %s%s\n", strings.Join(treestatus.HostRanges(t.Down), " "), more)
+		fmt.Fprintf(w, "DOWN: %s%s\n", strings.Join(t.DownRanges, " "), more)
 	}
 	printClockSkew(w, t)
 	var walk func(list []*treestatus.Aggregator, indent string)

@@ -76,8 +76,12 @@ func TestExpectedNeverConnectedAreDown(t *testing.T) {
 			if !slices.Equal(down, []string{"cn4", "cn5"}) || !slices.Equal(up, expected[:3]) {
 				t.Fatalf("up == 0 for %v, up == 1 for %v; want cn4 cn5 down, cn1-3 up", down, up)
 			}
-			if !slices.Equal(tree.Down, []string{"cn4", "cn5"}) || tree.NodesDown != 2 || tree.NodesUp != 3 {
-				t.Fatalf("tree status: %d up, %d down %v; want 3 up, cn4 cn5 down", tree.NodesUp, tree.NodesDown, tree.Down)
+			if !slices.Equal(tree.Down, []string{"cn4", "cn5"}) || !slices.Equal(tree.DownRanges, []string{"cn[4-5]"}) || tree.NodesDown != 2 || tree.NodesUp != 3 {
+				t.Fatalf("tree status: %d up, %d down %v %v; want 3 up, cn4 cn5 down", tree.NodesUp, tree.NodesDown, tree.Down, tree.DownRanges)
+			}
+			// The dashboard's tree view gets the same, also without aggregators.
+			if wt, err := (webSource{api: s.api}).Tree(ctx); err != nil || wt == nil || !slices.Equal(wt.(*treestatus.Tree).Down, []string{"cn4", "cn5"}) {
+				t.Fatalf("dashboard tree %+v, %v; want cn4 cn5 down", wt, err)
 			}
 			nodes, err := webSource{api: s.api}.Nodes(ctx)
 			if err != nil {

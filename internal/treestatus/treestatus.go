@@ -55,6 +55,8 @@ type Tree struct {
 	// never connected included, in name order: at most MaxDownListed of
 	// the NodesDown.
 	Down []string `json:"down,omitempty"`
+	// DownRanges is Down written as host ranges (HostRanges), for people.
+	DownRanges []string `json:"down_ranges,omitempty"`
 }
 
 // MaxDownListed bounds Tree.Down.
@@ -143,6 +145,7 @@ func Build(ctx context.Context, q QueryFunc) (*Tree, error) {
 	if len(t.Down) > MaxDownListed {
 		t.Down = t.Down[:MaxDownListed]
 	}
+	t.DownRanges = HostRanges(t.Down)
 	skew, err := q(ctx, clockSkewQuery)
 	if err != nil {
 		return nil, err

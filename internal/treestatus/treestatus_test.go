@@ -47,8 +47,8 @@ func TestBuild(t *testing.T) {
 	if tr.NodesUp != 1 || tr.NodesDown != 1 || tr.Aggregators != 3 {
 		t.Errorf("counts %+v", tr)
 	}
-	if len(tr.Down) != 1 || tr.Down[0] != "cn2" {
-		t.Errorf("down %v, want [cn2]", tr.Down)
+	if len(tr.Down) != 1 || tr.Down[0] != "cn2" || len(tr.DownRanges) != 1 || tr.DownRanges[0] != "cn2" {
+		t.Errorf("down %v %v, want [cn2]", tr.Down, tr.DownRanges)
 	}
 	if tr.NodesClockSkew != 2 || len(tr.ClockSkew) != 2 || tr.ClockSkew[0] != (NodeClock{"fast", 7200}) || tr.ClockSkew[1] != (NodeClock{"slow", -3600}) {
 		t.Errorf("clock skew %d %+v, want fast +2h then slow -1h", tr.NodesClockSkew, tr.ClockSkew)
