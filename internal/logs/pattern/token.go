@@ -131,6 +131,10 @@ func (tz *tokenizer) split(msg []byte) []token {
 	// Rewrite in place: out never overtakes k.
 	out := toks[:0]
 	for k := 0; k < len(toks); k++ {
+		if !toks[k].wild && (len(out) == 0 || !out[len(out)-1].wild) {
+			out = append(out, toks[k]) // constant after constant: the common case
+			continue
+		}
 		t := msg[toks[k].start:toks[k].end]
 		// Drop short parenthesised numbers with units: "5174 bytes
 		// (5.05 KB) received" says the same as "426 bytes received".
