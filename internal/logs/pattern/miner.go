@@ -211,6 +211,9 @@ func (m *Miner) AddAt(t time.Time, msg []byte) (id uint64, isNew bool) {
 	}
 	p.count++
 	if len(p.examples) < m.cfg.MaxExamples {
+		if p.examples == nil { // room for the usual few at once, not 1, 2, 4
+			p.examples = make([]string, 0, min(m.cfg.MaxExamples, 4))
+		}
 		p.examples = append(p.examples, exampleString(msg, m.cfg.MaxExampleBytes))
 	}
 	m.touchPat(p)
