@@ -40,3 +40,41 @@ func TestCompareAtLeastGivesUpOnlyBelowBar(t *testing.T) {
 		}
 	}
 }
+
+// plainConstant may skip maskToken only where maskToken would leave the
+// token constant: random tokens of unclassed bytes, and the literals.
+func TestPlainConstantAgreesWithMaskToken(t *testing.T) {
+	var plain []byte
+	for c := range 256 {
+		if class[c] == 0 {
+			plain = append(plain, byte(c))
+		}
+	}
+	letters := []byte("abcdefnNtTfFxyz!?")
+	rng := rand.New(rand.NewPCG(3, 4))
+	check := func(b []byte) {
+		var f uint8
+		for _, c := range b {
+			f |= class[c]
+		}
+		if f == 0 && plainConstant(b) {
+			if _, wild := maskToken(nil, b, 0); wild {
+				t.Fatalf("%q: plainConstant, yet maskToken masks it", b)
+			}
+		}
+	}
+	for _, w := range []string{"true", "false", "null", "nil", "none", "None", "NULL", "True", "False", "deadbeef", "cafebabe!", "done!", "ok?", "x"} {
+		check([]byte(w))
+	}
+	for range 200000 {
+		src := plain
+		if rng.IntN(2) == 0 {
+			src = letters
+		}
+		b := make([]byte, 1+rng.IntN(12))
+		for i := range b {
+			b[i] = src[rng.IntN(len(src))]
+		}
+		check(b)
+	}
+}
