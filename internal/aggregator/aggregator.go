@@ -235,6 +235,11 @@ func (a *Aggregator) housekeeping(ctx context.Context) {
 	t := time.NewTicker(a.cfg.Interval / 2)
 	defer t.Stop()
 	nextSelf := time.Now().Truncate(a.cfg.Interval).Add(a.cfg.Interval)
+	// Expected children that are down, never connected ones included, are
+	// reported upstream every DownAfter (the first time once they had
+	// that long to connect), so the server shows them down for as long as
+	// they stay away and learns them again after it restarts.
+	nextReport := time.Now().Add(a.live.DownAfter)
 	behind := false
 	for {
 		select {
@@ -257,6 +262,12 @@ func (a *Aggregator) housekeeping(ctx context.Context) {
 					a.log.Info("child down", "node", n)
 					a.client.NodeState(n, false, now)
 				}
+			}
+			if !now.Before(nextReport) {
+				for _, n := range a.live.ExpectedDown() {
+					a.client.NodeState(n, false, now)
+				}
+				nextReport = now.Add(a.live.DownAfter)
 			}
 			if a.cfg.ChildrenFile != "" {
 				if st, err := os.Stat(a.cfg.ChildrenFile); err == nil && !st.ModTime().Equal(a.fileMod) {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vigil-hpc/vigil/internal/apiclient"
@@ -75,6 +76,13 @@ func printTree(w io.Writer, server string, t *treestatus.Tree) {
 		server = u.Redacted()
 	}
 	fmt.Fprintf(w, "server %s: %d nodes up, %d down, %d aggregators\n", server, t.NodesUp, t.NodesDown, t.Aggregators)
+	if len(t.Down) > 0 {
+		more := ""
+		if n := t.NodesDown - len(t.Down); n > 0 {
+			more = fmt.Sprintf(" … and %d more", n)
+		}
+		fmt.Fprintf(w, "DOWN: %s%s\n", strings.Join(t.DownRanges, " "), more)
+	}
 	printClockSkew(w, t)
 	var walk func(list []*treestatus.Aggregator, indent string)
 	walk = func(list []*treestatus.Aggregator, indent string) {

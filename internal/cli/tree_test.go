@@ -36,3 +36,20 @@ func TestPrintTreeRedactsPassword(t *testing.T) {
 		t.Fatalf("printed %q, want the password redacted", out)
 	}
 }
+
+// TestPrintTreeNamesDown: tree status names the down nodes, never
+// connected ones included, as host ranges.
+func TestPrintTreeNamesDown(t *testing.T) {
+	var b strings.Builder
+	printTree(&b, "http://s", &treestatus.Tree{NodesUp: 3, NodesDown: 3, Down: []string{"cn004", "cn005", "login"}, DownRanges: []string{"cn[004-005]", "login"}})
+	want := "server http://s: 3 nodes up, 3 down, 0 aggregators\n" +
+		"DOWN: cn[004-005] login\n"
+	if got := b.String(); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	b.Reset()
+	printTree(&b, "http://s", &treestatus.Tree{NodesDown: 3, Down: []string{"a1"}, DownRanges: []string{"a1"}})
+	if got := b.String(); !strings.Contains(got, "DOWN: a1 … and 2 more\n") {
+		t.Errorf("truncated list: got %q", got)
+	}
+}

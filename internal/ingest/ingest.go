@@ -57,6 +57,7 @@ type Handler struct {
 	stop     chan struct{} // closed when Run ends: give up holding
 	stopOnce sync.Once
 	maxHold  time.Duration
+	expected []string // Options.Expected, set in the liveness table by Run
 }
 
 type scratch struct {
@@ -83,7 +84,7 @@ func NewWithOptions(st Store, o Options) *Handler {
 		store: st, log: log.With("component", "ingest"), interval: interval,
 		live:   treestate.NewLiveness(3 * interval),
 		upDesc: metric.NewDesc("up", "1 if the node is sending, 0 if it is down.", metric.Gauge),
-		stop:   make(chan struct{}), maxHold: DefaultMaxHold,
+		stop:   make(chan struct{}), maxHold: DefaultMaxHold, expected: o.Expected,
 	}
 	h.scratch.New = func() any { return &scratch{} }
 	h.initClocks(o)
@@ -137,10 +138,15 @@ func (h *Handler) Gap(node string, from, to time.Time) {
 	}
 }
 
-// NodeState implements wire.Handler: an aggregator reports a child down.
+// NodeState implements wire.Handler: an aggregator reports a child down,
+// also one that never connected (it repeats those reports, and Run
+// writes up=0 for them meanwhile).
 func (h *Handler) NodeState(node string, up bool, t time.Time) {
 	if up {
 		return // the node's next tick writes up=1
+	}
+	if h.live.ReportedDown(node, time.Now()) {
+		return // down here already
 	}
 	h.markDown(node, t, h.hold)
 }
@@ -170,11 +176,18 @@ func (h *Handler) Run(ctx context.Context) {
 	defer h.stopOnce.Do(func() { close(h.stop) })
 	t := time.NewTicker(h.interval)
 	defer t.Stop()
+	// Expected nodes get the same grace as a restart gives the others:
+	// they are down once they had DownAfter to connect.
+	expectAt := time.Now().Add(h.live.DownAfter)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
+			if h.expected != nil && !now.Before(expectAt) {
+				h.live.SetExpected(h.expected)
+				h.expected = nil
+			}
 			h.judgeClocks(now)
 			// While ingest itself is behind, silence says nothing about
 			// the nodes; judge them once it has caught up. Lateness is

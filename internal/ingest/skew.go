@@ -34,6 +34,10 @@ type Options struct {
 	// vigil_ingest_clock_skew_nodes (nil: not registered).
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
+	// Expected lists the nodes that should be sending (the server's
+	// topology); those that have not connected 3 intervals after Run
+	// starts are down (up=0) until they do.
+	Expected []string
 }
 
 // OffsetStore stores a value per node at t in one commit (store.Store).

@@ -71,7 +71,8 @@ type Config struct {
 	// Syslog intake (off unless an address is set); messages are kept
 	// under Data/logs.
 	// Topology groups nodes into racks or partitions for the dashboard
-	// (a file of "GROUP: host-list" lines).
+	// (a file of "GROUP: host-list" lines); listed nodes that never
+	// connect are down (up=0).
 	Topology string `toml:"topology"`
 
 	SyslogUDP     string   `toml:"syslog_udp"`
@@ -235,7 +236,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.SyslogTLSCert, "syslog-tls-cert", c.SyslogTLSCert, "PEM certificate for --syslog-tls")
 	fs.StringVar(&c.SyslogTLSKey, "syslog-tls-key", c.SyslogTLSKey, "PEM key for --syslog-tls")
 	fs.StringVar(&c.SyslogRELP, "syslog-relp", c.SyslogRELP, "receive syslog over RELP (rsyslog omrelp; acknowledged once stored) on this address (default: off)")
-	fs.StringVar(&c.Topology, "topology", c.Topology, "file of \"GROUP: host-list\" lines grouping nodes into racks for the dashboard")
+	fs.StringVar(&c.Topology, "topology", c.Topology, "file of \"GROUP: host-list\" lines grouping nodes into racks for the dashboard; listed nodes that never connect are down")
 	fs.Var(&c.LogsRetention, "logs-retention", "drop log messages older than this (default: keep)")
 	fs.Var(&c.Interval, "interval", "the nodes' sampling interval; silent for 3 of them means down")
 	fs.StringVar(&c.Data, "data", c.Data, "data directory (blocks and WAL)")

@@ -67,6 +67,7 @@ type Server struct {
 	streams     context.Context
 	stopStreams context.CancelFunc
 	closed      bool
+	expected    []string // the topology's nodes: down until they connect
 }
 
 // New opens the store in cfg.Data and builds the handlers. Everything
@@ -90,6 +91,9 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		var err error
 		if groups, err = LoadTopology(cfg.Topology); err != nil {
 			return nil, err
+		}
+		for n := range groups {
+			s.expected = append(s.expected, n)
 		}
 	}
 	if cfg.KeyFile != "" {
@@ -258,7 +262,7 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 			ist = s.rwOut.Tap(s.store)
 		}
 		h := ingest.NewWithOptions(ist, ingest.Options{Interval: s.cfg.Interval.D(), MaxClockOffset: s.cfg.MaxFuture.D(),
-			Offsets: s.store, Registerer: s.reg, Logger: s.log})
+			Offsets: s.store, Registerer: s.reg, Logger: s.log, Expected: s.expected})
 		s.registerIngest(h)
 		g.Go(func() error { h.Run(gctx); return nil })
 		g.Go(func() error {

@@ -77,7 +77,8 @@ func (w webSource) Nodes(ctx context.Context) ([]web.NodeInfo, error) {
 	return out, nil
 }
 
-// Tree implements web.Source; nil when no aggregator reports.
+// Tree implements web.Source; nil when no aggregator reports and no node
+// is down or skewed.
 func (w webSource) Tree(ctx context.Context) (any, error) {
 	t, err := treestatus.Build(ctx, func(ctx context.Context, expr string) ([]treestatus.Sample, error) {
 		return w.instant(ctx, expr, time.Now())
@@ -88,7 +89,7 @@ func (w webSource) Tree(ctx context.Context) (any, error) {
 		}
 		return nil, fmt.Errorf("tree: %w", err)
 	}
-	if t.Aggregators == 0 && t.NodesClockSkew == 0 {
+	if t.Aggregators == 0 && t.NodesClockSkew == 0 && t.NodesDown == 0 {
 		return nil, nil
 	}
 	return t, nil

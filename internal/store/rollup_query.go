@@ -14,7 +14,7 @@ import (
 
 // Queryable returns the raw store extended into the past by the rollups,
 // for the query engine. A Select reaching back before the raw data's start
-// (the boundary, rounded up to a minute) reads the rollup mean of each
+// (the boundary, rounded down to a minute) reads the rollup mean of each
 // series for the older part, under the series' own labels, and raw samples
 // from the boundary on; queries need no rewriting. Every PromQL function
 // therefore sees the means for old data: plain selection and avg_over_time
@@ -27,7 +27,14 @@ func (r *Rollup) Queryable() storage.Queryable { return rollupQueryable{r} }
 
 type rollupQueryable struct{ r *Rollup }
 
-// boundary is the first timestamp served from raw data.
+// boundary is the first timestamp served from raw data: the start of the
+// minute holding the oldest raw sample. Raw data is never replaced by a
+// rollup where it still exists; the rollup of that first minute, stamped
+// at the minute's start, is left out too, or it would stand in for the
+// raw samples that follow it in the same minute (and appear before the
+// first of them). The raw database loses whole blocks, whose ranges are
+// multiples of a minute, so no minute is ever partly dropped: the raw
+// part of the first minute is all there ever was of it.
 func (r *Rollup) boundary() int64 {
 	rs := r.raw.MinTime()
 	if rs == math.MaxInt64 {
@@ -35,15 +42,7 @@ func (r *Rollup) boundary() int64 {
 		return r.watermark.Load()
 	}
 	step := RollupStep.Milliseconds()
-	if rs%step != 0 {
-		// The first raw minute is partial: if it was rolled up while it
-		// was whole, its rollup is the better answer.
-		up := rs + step - ((rs%step)+step)%step
-		if r.watermark.Load() >= up {
-			return up
-		}
-	}
-	return rs
+	return rs - ((rs%step)+step)%step
 }
 
 func (q rollupQueryable) Querier(mint, maxt int64) (storage.Querier, error) {

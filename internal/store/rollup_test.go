@@ -423,3 +423,65 @@ func TestRollupWritesBlocksNotHead(t *testing.T) {
 		}
 	}
 }
+
+// Raw samples stay raw next to rollups: a server that started mid-minute
+// and rolled up its first minutes must answer a range query near "now",
+// starting inside the first minute, with every raw sample (issue 13: the
+// first, partial minute came back as one rollup point).
+func TestRollupRangeNearNowKeepsEveryRawSample(t *testing.T) {
+	ctx := context.Background()
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	start := base.Add(25 * time.Second) // mid-minute, as a server starts
+	const n = 4*60 + 10                 // 1 s samples for a few minutes
+	for i := range n {
+		if err := s.AppendTick("cn01", start.Add(time.Duration(i)*time.Second), []*metric.Desc{load1}, []float64{float64(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := OpenRollup(s, RollupOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	now := start.Add(n * time.Second)
+	if m, err := r.Step(ctx, now); err != nil || m < 3 {
+		t.Fatalf("step: %d minutes rolled up, %v; want the first minutes", m, err)
+	}
+	api := query.New(r.Queryable(), query.Options{})
+	for _, from := range []time.Duration{0, 10 * time.Second, 50 * time.Second, 95 * time.Second} {
+		qs, qe := start.Add(from), now.Add(-time.Second)
+		res, done, err := api.Range(ctx, "node_load1", qs, qe, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mat, err := res.Matrix()
+		if err != nil {
+			done()
+			t.Fatal(err)
+		}
+		if len(mat) != 1 {
+			done()
+			t.Fatalf("from +%s: %d series, want 1", from, len(mat))
+		}
+		pts := mat[0].Floats
+		want := int(qe.Sub(qs)/time.Second) + 1
+		if len(pts) != want {
+			t.Errorf("from +%s: %d points, want %d (one per raw sample)", from, len(pts), want)
+		}
+		for _, p := range pts {
+			sec := float64(time.UnixMilli(p.T).Sub(start) / time.Second)
+			if p.F != sec {
+				t.Errorf("from +%s: at %s got %v, want the raw sample %v", from, time.UnixMilli(p.T).UTC().Format(time.TimeOnly), p.F, sec)
+				break
+			}
+		}
+		done()
+	}
+	// Before the raw data starts there is nothing, not a rollup point
+	// standing in for it.
+	vec, err := api.InstantSamples(ctx, "node_load1", start.Add(-time.Second))
+	if err != nil || len(vec) != 0 {
+		t.Errorf("before the first sample: %+v, %v; want nothing", vec, err)
+	}
+}

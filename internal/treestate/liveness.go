@@ -36,6 +36,9 @@ type nodeState struct {
 	lastSeen time.Time // wall clock of the last tick received
 	lastTick time.Time // timestamp of that tick
 	since    time.Time // last change of up
+	// reported: wall clock of the last time a lower tier reported this
+	// node down without it ever ticking here (ReportedDown).
+	reported time.Time
 	// Smallest delay of the current and the previous lagWindow.
 	minLag, prevMinLag time.Duration
 	window             time.Time // start of the current lagWindow
@@ -72,8 +75,11 @@ func (l *Liveness) Seen(node string, tick, now time.Time) bool {
 	n := l.nodes[node]
 	lag := now.Sub(tick)
 	if n == nil {
-		n = &nodeState{minLag: lag, prevMinLag: lag, window: now}
+		n = &nodeState{}
 		l.nodes[node] = n
+	}
+	if n.lastSeen.IsZero() { // first tick (the node may be known from a report)
+		n.minLag, n.prevMinLag, n.window = lag, lag, now
 	}
 	switch {
 	case now.Sub(n.window) >= lagWindow:
@@ -130,6 +136,9 @@ func (l *Liveness) Sweep(now time.Time) (down []string) {
 	defer l.mu.Unlock()
 	for name, n := range l.nodes {
 		silent := now.Sub(n.lastSeen)
+		if n.reported.After(n.lastSeen) {
+			silent = now.Sub(n.reported)
+		}
 		if n.up && silent >= l.DownAfter {
 			n.up = false
 			n.since = now
@@ -140,6 +149,44 @@ func (l *Liveness) Sweep(now time.Time) (down []string) {
 		}
 	}
 	return down
+}
+
+// ReportedDown records that a lower tier reports node down at wall time
+// now. A node never heard of is kept as down (a child expected there that
+// never connected) until the reports stop for 10× DownAfter, so the lower
+// tier must repeat them (ExpectedDown); a node up here is left as it is,
+// its own ticks or silence decide. It returns true when the node was down
+// here already (a repeated report: nothing new to write).
+func (l *Liveness) ReportedDown(node string, now time.Time) (wasDown bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.nodes[node]
+	if n == nil {
+		n = &nodeState{since: now}
+		l.nodes[node] = n
+		wasDown = false
+	} else {
+		wasDown = !n.up
+	}
+	if !n.up {
+		n.reported = now
+	}
+	return wasDown
+}
+
+// ExpectedDown lists the expected nodes that are down here, never seen
+// ones included: what a tier reports upstream again and again, so the
+// tiers above keep them down however long they stay away.
+func (l *Liveness) ExpectedDown() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for name := range l.expected {
+		if n := l.nodes[name]; n == nil || !n.up {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // Counts returns how many nodes are up and down (expected nodes never seen

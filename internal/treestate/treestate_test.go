@@ -261,3 +261,64 @@ func TestClockOffsetFromSmallestDelay(t *testing.T) {
 		}
 	}
 }
+
+// An expected child that never connected is listed by ExpectedDown (for
+// the aggregator to report upstream); the tier above keeps a node it only
+// heard reported down as down while the reports go on, and forgets it
+// once they stop.
+func TestNeverSeenReportedDown(t *testing.T) {
+	agg := NewLiveness(3 * time.Second)
+	agg.SetExpected([]string{"cn1", "cn2", "cn3"})
+	t0 := time.Unix(1000, 0)
+	agg.Seen("cn1", t0, t0)
+	got := agg.ExpectedDown()
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"cn2", "cn3"}) {
+		t.Fatalf("ExpectedDown = %v, want [cn2 cn3]", got)
+	}
+
+	srv := NewLiveness(3 * time.Second)
+	srv.Seen("cn1", t0, t0)
+	for _, n := range got {
+		if srv.ReportedDown(n, t0) {
+			t.Errorf("%s: first report, want not down before", n)
+		}
+	}
+	down := srv.Down()
+	slices.Sort(down)
+	if up, nd := srv.Counts(); up != 1 || nd != 2 || !slices.Equal(down, []string{"cn2", "cn3"}) {
+		t.Fatalf("server: up %d down %d %v, want 1 up, cn2 cn3 down", up, nd, down)
+	}
+	if !srv.ReportedDown("cn2", t0) {
+		t.Error("repeated report: want down before")
+	}
+	// A report about a node that is up changes nothing.
+	if srv.ReportedDown("cn1", t0) {
+		t.Error("cn1 is up: want not down before")
+	}
+	if up, _ := srv.Counts(); up != 1 {
+		t.Fatal("a report must not mark a ticking node down")
+	}
+	// Reports repeated: kept; cn3's reports stop: forgotten after 10×.
+	for s := 1; s <= 40; s++ {
+		now := t0.Add(time.Duration(s) * time.Second)
+		srv.Seen("cn1", now, now)
+		srv.ReportedDown("cn2", now)
+		srv.Sweep(now)
+	}
+	down = srv.Down()
+	if !slices.Equal(down, []string{"cn2"}) {
+		t.Fatalf("after 40 s: down %v, want [cn2] (cn3 no longer reported)", down)
+	}
+	// The node connects at last: up, with its clock offset from its own
+	// ticks, not from the report.
+	now := t0.Add(41 * time.Second)
+	if !srv.Seen("cn2", now.Add(-2*time.Second), now) {
+		t.Fatal("first tick of a reported node: want joined")
+	}
+	for _, st := range srv.Snapshot() {
+		if st.Node == "cn2" && (!st.Up || st.ClockOffset != -2*time.Second) {
+			t.Fatalf("cn2 after its first tick: %+v, want up, offset -2s", st)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -50,7 +51,16 @@ type Tree struct {
 	// NodesClockSkew counts them all.
 	NodesClockSkew int         `json:"nodes_clock_skew"`
 	ClockSkew      []NodeClock `json:"clock_skew,omitempty"`
+	// Down names the nodes that are down (up == 0), those expected but
+	// never connected included, in name order: at most MaxDownListed of
+	// the NodesDown.
+	Down []string `json:"down,omitempty"`
+	// DownRanges is Down written as host ranges (HostRanges), for people.
+	DownRanges []string `json:"down_ranges,omitempty"`
 }
+
+// MaxDownListed bounds Tree.Down.
+const MaxDownListed = 10000
 
 // NodeClock is a node in the clock-skew state.
 type NodeClock struct {
@@ -126,8 +136,16 @@ func Build(ctx context.Context, q QueryFunc) (*Tree, error) {
 			t.NodesUp++
 		} else {
 			t.NodesDown++
+			if n := s.Labels["node"]; n != "" {
+				t.Down = append(t.Down, n)
+			}
 		}
 	}
+	sort.Strings(t.Down)
+	if len(t.Down) > MaxDownListed {
+		t.Down = t.Down[:MaxDownListed]
+	}
+	t.DownRanges = HostRanges(t.Down)
 	skew, err := q(ctx, clockSkewQuery)
 	if err != nil {
 		return nil, err
@@ -209,4 +227,70 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// HostRanges writes sorted node names compactly, the way host lists are
+// written (cn[004-005,009] gpu1): names that differ only in a trailing
+// number of the same width share one bracket, consecutive numbers
+// become a range.
+func HostRanges(names []string) []string {
+	type num struct {
+		prefix string
+		width  int
+	}
+	groups := map[num][]int{}
+	var order []num
+	var out []string
+	for _, n := range names {
+		i := len(n)
+		for i > 0 && n[i-1] >= '0' && n[i-1] <= '9' {
+			i--
+		}
+		v, err := strconv.Atoi(n[i:])
+		if i == len(n) || len(n)-i > 9 || err != nil {
+			out = append(out, n) // no trailing number: as it is
+			continue
+		}
+		k := num{n[:i], len(n) - i}
+		if groups[k] == nil {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], v)
+	}
+	for _, k := range order {
+		vs := groups[k]
+		sort.Ints(vs)
+		if len(vs) == 1 {
+			out = append(out, k.prefix+pad(vs[0], k.width))
+			continue
+		}
+		var b strings.Builder
+		b.WriteString(k.prefix + "[")
+		for i := 0; i < len(vs); {
+			j := i
+			for j+1 < len(vs) && vs[j+1] <= vs[j]+1 {
+				j++
+			}
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(pad(vs[i], k.width))
+			if vs[j] != vs[i] {
+				b.WriteString("-" + pad(vs[j], k.width))
+			}
+			i = j + 1
+		}
+		b.WriteByte(']')
+		out = append(out, b.String())
+	}
+	sort.Strings(out)
+	return out
+}
+
+func pad(v, width int) string {
+	s := strconv.Itoa(v)
+	if len(s) < width {
+		s = strings.Repeat("0", width-len(s)) + s
+	}
+	return s
 }

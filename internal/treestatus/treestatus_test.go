@@ -3,7 +3,10 @@ package treestatus
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
+
+	"github.com/vigil-hpc/vigil/internal/treestate"
 )
 
 func fake(data map[string][]Sample) QueryFunc {
@@ -44,6 +47,9 @@ func TestBuild(t *testing.T) {
 	if tr.NodesUp != 1 || tr.NodesDown != 1 || tr.Aggregators != 3 {
 		t.Errorf("counts %+v", tr)
 	}
+	if len(tr.Down) != 1 || tr.Down[0] != "cn2" || len(tr.DownRanges) != 1 || tr.DownRanges[0] != "cn2" {
+		t.Errorf("down %v %v, want [cn2]", tr.Down, tr.DownRanges)
+	}
 	if tr.NodesClockSkew != 2 || len(tr.ClockSkew) != 2 || tr.ClockSkew[0] != (NodeClock{"fast", 7200}) || tr.ClockSkew[1] != (NodeClock{"slow", -3600}) {
 		t.Errorf("clock skew %d %+v, want fast +2h then slow -1h", tr.NodesClockSkew, tr.ClockSkew)
 	}
@@ -72,5 +78,40 @@ func TestBuildLoop(t *testing.T) {
 	}
 	if len(tr.Children) == 0 {
 		t.Fatal("a loop must still hang off the root, not vanish")
+	}
+}
+
+func TestHostRanges(t *testing.T) {
+	for _, tc := range []struct {
+		in   []string
+		want []string
+	}{
+		{nil, nil},
+		{[]string{"login"}, []string{"login"}},
+		{[]string{"cn005", "cn004", "cn009", "cn010", "cn011", "gpu1", "login"},
+			[]string{"cn[004-005,009-011]", "gpu1", "login"}},
+		{[]string{"cn9", "cn10", "cn11", "cn10"}, []string{"cn9", "cn[10-11]"}},
+		{[]string{"r1n1", "r1n2", "r2n1"}, []string{"r1n[1-2]", "r2n1"}},
+		{[]string{"x99999999999999999999"}, []string{"x99999999999999999999"}},
+	} {
+		got := HostRanges(tc.in)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("HostRanges(%v) = %v, want %v", tc.in, got, tc.want)
+			continue
+		}
+		// Written back as a host list, the ranges name the same nodes.
+		var back []string
+		for _, r := range got {
+			names, err := treestate.ExpandHostList(r)
+			if err != nil {
+				t.Fatalf("%q: %v", r, err)
+			}
+			back = append(back, names...)
+		}
+		want := slices.Compact(slices.Sorted(slices.Values(tc.in)))
+		slices.Sort(back)
+		if !slices.Equal(back, want) {
+			t.Errorf("%v expands to %v, want %v", got, back, want)
+		}
 	}
 }

@@ -95,8 +95,16 @@ func (c *fakeCluster) Tree(ctx context.Context) (any, error) {
 	kid := func(name string, up bool, lag float64, drops int, nodes int) map[string]any {
 		return map[string]any{"name": name, "up": up, "lag_seconds": lag, "drops": drops, "nodes": nodes}
 	}
+	var down []any
+	for i, n := range c.names {
+		if c.down(i) {
+			down = append(down, n)
+		}
+	}
 	return map[string]any{
 		"name": "server", "up": true, "lag_seconds": 0.2, "drops": 0,
+		// As treestatus.Tree: the down nodes, by name and as host ranges.
+		"nodes_down": len(down), "down": down, "down_ranges": down,
 		// As treestatus.Tree: nodes whose clocks are off, largest first.
 		"nodes_clock_skew": 2,
 		"clock_skew":       []any{map[string]any{"node": "cn00099", "offset_seconds": 7200.4}, map[string]any{"node": "cn00100", "offset_seconds": -3600}},

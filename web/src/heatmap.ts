@@ -1,3 +1,4 @@
+import { paintCell } from "./cells";
 import { buildLUT, DOWN_BG_RGB, BG_RGB, packRGBA } from "./color";
 import { QUANT_DOWN, type NodeEntry } from "./frame";
 import { computeLayout, hitTest, type Layout } from "./layout";
@@ -111,21 +112,7 @@ export class Heatmap {
   }
 
   private paintCell(x: number, y: number, c: number): void {
-    const px = this.px!, l = this.layout!, w = this.img!.width, s = l.cell;
-    if (c === QUANT_DOWN) {
-      // Diagonal red hatch: unmistakable next to any scale colour.
-      const fg = this.lut[c], bg = this.downBg;
-      for (let dy = 0; dy < s; dy++) {
-        let o = (y + dy) * w + x;
-        for (let dx = 0; dx < s; dx++) px[o++] = (dx + dy) % 4 < 2 ? fg : bg;
-      }
-      return;
-    }
-    const col = this.lut[c];
-    for (let dy = 0; dy < s; dy++) {
-      const o = (y + dy) * w + x;
-      px.fill(col, o, o + s);
-    }
+    paintCell(this.px!, this.img!.width, x, y, this.layout!.cell, c, this.lut, this.downBg);
   }
 
   private relayout(): void {

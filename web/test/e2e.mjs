@@ -177,6 +177,9 @@ try {
   const skew = await page.textContent(".clock-skew");
   check(/2 nodes/.test(skew) && /cn00099\s*2h 0m ahead/.test(skew) && /cn00100\s*1h 0m behind/.test(skew) && !/clock_skew/.test(tree),
     `tree view lists the nodes in clock skew with their offsets: "${skew}"`);
+  const downList = await page.textContent(".down-nodes");
+  check(/8 nodes/.test(downList) && /cn00037 cn00074/.test(downList) && !/down_ranges/.test(tree),
+    `tree view names the down nodes: "${downList}"`);
   await shot("tree.png");
 
   // 9. Logs on a server without log intake: the API's reason is shown.

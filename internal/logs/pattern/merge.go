@@ -121,8 +121,7 @@ func keepsContext(toks []string, i int) bool {
 // kv returns the cached mergeKV grouping key of p.
 func (p *pattern) kv() (string, bool) {
 	if !p.kvValid {
-		var b strings.Builder
-		p.kvKey, p.kvOK = kvKey(&b, p.toks)
+		p.kvKey, p.kvOK = kvKey(p.toks)
 		p.kvValid = true
 	}
 	return p.kvKey, p.kvOK
@@ -130,22 +129,28 @@ func (p *pattern) kv() (string, bool) {
 
 // kvKey returns the grouping key of a template for mergeKV: tokens with a
 // key ("key=value", "call(arg)") reduced to the key. ok is false when no
-// such token has a constant value, as then there is nothing to fold.
-func kvKey(b *strings.Builder, toks []string) (key string, ok bool) {
-	b.Reset()
+// such token has a constant value, as then there is nothing to fold, and
+// the key is not needed: it is built on the stack and copied out only
+// when ok (most templates have none: one allocation each saved).
+func kvKey(toks []string) (key string, ok bool) {
+	var buf [256]byte
+	b := buf[:0]
 	for _, t := range toks {
 		if k := keyPrefix([]byte(t)); k > 0 && k < len(t) {
-			b.WriteString(t[:k])
-			b.WriteByte(1)
+			b = append(b, t[:k]...)
+			b = append(b, 1)
 			if !strings.Contains(t[k:], Wildcard) {
 				ok = true
 			}
 		} else {
-			b.WriteString(t)
+			b = append(b, t...)
 		}
-		b.WriteByte(0)
+		b = append(b, 0)
 	}
-	return b.String(), ok
+	if !ok {
+		return "", false
+	}
+	return string(b), true
 }
 
 // mergeKV folds patterns of length n that differ only in the values of

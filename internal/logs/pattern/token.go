@@ -109,6 +109,11 @@ func (tz *tokenizer) split(msg []byte) []token {
 			j, f = quotedValue(msg, i, j, f)
 		}
 		t := token{start: int32(i), end: int32(j)}
+		if f == 0 && plainConstant(msg[i:j]) {
+			toks = append(toks, t) // a word, as most tokens are: skip the rules
+			i = j
+			continue
+		}
 		ms := len(tz.mask)
 		if tz.mask, t.wild = maskToken(tz.mask, msg[i:j], f); t.wild {
 			t.ms, t.me = int32(ms), int32(len(tz.mask))
@@ -131,6 +136,10 @@ func (tz *tokenizer) split(msg []byte) []token {
 	// Rewrite in place: out never overtakes k.
 	out := toks[:0]
 	for k := 0; k < len(toks); k++ {
+		if !toks[k].wild && (len(out) == 0 || !out[len(out)-1].wild) {
+			out = append(out, toks[k]) // constant after constant: the common case
+			continue
+		}
 		t := msg[toks[k].start:toks[k].end]
 		// Drop short parenthesised numbers with units: "5174 bytes
 		// (5.05 KB) received" says the same as "426 bytes received".
@@ -204,6 +213,27 @@ func closers(b []byte) []byte {
 		i--
 	}
 	return b[i:]
+}
+
+// plainConstant reports, for a token b with no classed byte (f == 0: no
+// digit, bracket, dot, slash, key or separator), the cases in which
+// maskToken surely leaves it constant; it answers false whenever a rule
+// might apply (sentence punctuation to trim, a literal such as "true" or
+// "null", a long word that may be hex), and maskToken decides.
+func plainConstant(b []byte) bool {
+	n := len(b)
+	if c := b[n-1]; c == '!' || c == '?' {
+		return false
+	}
+	switch {
+	case n < 3 || n == 6 || n == 7:
+		return true
+	case n <= 5:
+		// The literals of isVariable start with one of these.
+		c := b[0]
+		return c != 't' && c != 'f' && c != 'n' && c != 'N' && c != 'T' && c != 'F'
+	}
+	return false
 }
 
 // maskToken appends the masked form of token b to dst and reports whether

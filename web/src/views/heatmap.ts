@@ -96,7 +96,7 @@ export function heatmapView(root: HTMLElement, { route, navigate, expose, signal
   bctx.putImageData(imgd, 0, 0);
   const legend = h("div.legend", null,
     caption, lo, bar, hi, mode,
-    h("span.swatch.down", { title: "up == 0" }), "down",
+    h("span.swatch.down", { title: "up == 0: silent, reported down, or expected and never connected" }), "down",
     h("span.swatch.missing", { title: "no value for this expression" }), "no data",
   );
   const tip = h("div.tooltip", { hidden: true });

@@ -8,7 +8,7 @@ import { h, type ViewContext } from "../dom";
 type J = TreeJSON;
 
 const nameKeys = ["name", "id", "addr", "address"];
-const skip = new Set(["children", ...nameKeys, "up", "clock_skew", "nodes_clock_skew"]);
+const skip = new Set(["children", ...nameKeys, "up", "clock_skew", "nodes_clock_skew", "down", "down_ranges"]);
 
 const refresh = 5000;
 
@@ -26,7 +26,7 @@ export function treeView(root: HTMLElement, { signal }: ViewContext): () => void
         body.replaceChildren(
           ...(tree === null
             ? [h("p.muted", null, "No tree data: this server has no aggregators.")]
-            : [clockSkew(tree), render(tree)].filter((x): x is HTMLElement => x !== null)),
+            : [downNodes(tree), clockSkew(tree), render(tree)].filter((x): x is HTMLElement => x !== null)),
         );
       })
       .catch((e: Error) => !isAbort(e) && body.replaceChildren(h("p.error", null, e.message)))
@@ -54,6 +54,23 @@ export function clockSkew(tree: J): HTMLElement | null {
       return h("li", null, h("span.badge.skew", null, "clock skew"), " ", h("strong", null, String(o.node)), " ", h("span.muted", null, offset(Number(o.offset_seconds))));
     })),
     total > list.length ? h("p.muted", null, `… and ${total - list.length} more`) : null,
+  );
+}
+
+// downNodes names the nodes that are down (Tree.down_ranges: host ranges
+// such as cn[004-005]), those expected but never connected included.
+export function downNodes(tree: J): HTMLElement | null {
+  if (tree === null || typeof tree !== "object" || Array.isArray(tree)) return null;
+  const ranges = Array.isArray(tree.down_ranges) ? tree.down_ranges.map(String) : [];
+  const listed = Array.isArray(tree.down) ? tree.down.length : 0;
+  const total = typeof tree.nodes_down === "number" ? tree.nodes_down : listed;
+  if (total === 0 || ranges.length === 0) return null;
+  return h("div.down-nodes", null,
+    h("div.thead", null, h("span.badge.down", null, "down"),
+      h("strong", null, `${total} node${total === 1 ? "" : "s"}`),
+      h("span.muted", null, "silent, reported down or expected and never connected")),
+    h("p.names", null, ranges.join(" ")),
+    total > listed ? h("p.muted", null, `… and ${total - listed} more`) : null,
   );
 }
 

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { clockSkew, offset } from "../../src/views/tree";
+import { clockSkew, downNodes, offset } from "../../src/views/tree";
 
 test("clock offsets read as ahead or behind", () => {
   assert.equal(offset(7200.2), "2h 0m ahead");
@@ -13,4 +13,10 @@ test("clock offsets read as ahead or behind", () => {
 test("no clock-skew section without skewed nodes", () => {
   assert.equal(clockSkew({ name: "server", nodes_clock_skew: 0 }), null);
   assert.equal(clockSkew(null), null);
+});
+
+test("no down section without down nodes", () => {
+  assert.equal(downNodes({ name: "server", nodes_down: 0 }), null);
+  assert.equal(downNodes(null), null);
+  assert.equal(downNodes({ name: "server", nodes_down: 2 }), null); // no names to show
 });
