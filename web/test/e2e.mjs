@@ -53,8 +53,21 @@ try {
   check(/^cn00002: ≈ \d/.test(tip), `tooltip names the node with its value: "${tip}"`);
   // On the fixed scale a cell's colour code is its value's place in 0..100 %,
   // not its place between this frame's min and max.
-  const pct = parseFloat(tip.split("≈ ")[1]);
-  const code = await page.evaluate(() => window.__vigil.code("cn00002"));
+  // A new frame may land between reading the tooltip and the cell, so both
+  // are read in one evaluation, and again if a frame came between.
+  let pct = NaN, code = -1;
+  for (let i = 0; i < 10; i++) {
+    const r = await page.evaluate(() => {
+      const f0 = window.__vigil.heatmap?.frames;
+      const t = document.querySelector(".tooltip").textContent;
+      const c = window.__vigil.code("cn00002");
+      return { t, c, same: f0 === window.__vigil.heatmap?.frames };
+    });
+    pct = parseFloat(r.t.split("≈ ")[1]);
+    code = r.c;
+    if (r.same && Math.abs(code - (pct / 100) * 253) <= 4) break;
+    await page.waitForTimeout(200);
+  }
   check(Math.abs(code - (pct / 100) * 253) <= 4, `cn00002 at ${pct}% is drawn with code ${code} of 253 on the fixed scale`);
   const downPos = await page.evaluate(() => window.__vigil.locate("cn00037"));
   await page.mouse.move(downPos.x, downPos.y);
