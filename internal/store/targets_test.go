@@ -1,0 +1,100 @@
+package store
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
+
+	"github.com/vigil-hpc/vigil/internal/metric"
+)
+
+// TestTargetLabels checks the labels a node's series get with a job set:
+// job and instance beside node on every series and on up, node_exporter's
+// NUMA node label kept as it is, and a plugin's job or instance label
+// stored as exported_*.
+func TestTargetLabels(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir(), Job: "node"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	numa := metric.NewDesc("node_memory_numa_MemFree", "", metric.Gauge, "node", "1")
+	spoof := metric.NewDesc("x_info", "", metric.Gauge, "job", "slurm", "instance", "a:1")
+	if err := s.AppendTick("cn01", base, []*metric.Desc{load1, numa, spoof}, []float64{1.5, 42, 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetUp("cn01", base, true); err != nil {
+		t.Fatal(err)
+	}
+	got := readAll(t, s, labels.MustNewMatcher(labels.MatchEqual, "instance", "cn01"))
+	ms := base.UnixMilli()
+	want := map[string][]point{
+		`{__name__="node_load1", instance="cn01", job="node", node="cn01"}`:                                            {{ms, 1.5}},
+		`{__name__="node_memory_numa_MemFree", instance="cn01", job="node", node="1"}`:                                 {{ms, 42}},
+		`{__name__="up", instance="cn01", job="node", node="cn01"}`:                                                    {{ms, 1}},
+		`{__name__="x_info", exported_instance="a:1", exported_job="slurm", instance="cn01", job="node", node="cn01"}`: {{ms, 1}},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("stored\n%v\nwant\n%v", got, want)
+	}
+
+	// A gap stale-marks the NUMA series too, found by instance.
+	if err := s.Gap("cn01", base.Add(time.Second), base.Add(5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	got = readAll(t, s, labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, "node_memory_numa_MemFree"))
+	for k, pts := range got {
+		if len(pts) != 2 || !value.IsStaleNaN(pts[1].V) {
+			t.Errorf("%s after a gap: %v, want a stale marker", k, pts)
+		}
+	}
+	if len(got) != 1 {
+		t.Errorf("NUMA series: %v", got)
+	}
+}
+
+// TestTargetLabelsOff checks a store without a job keeps the old label sets
+// (a data directory of an older Vigil read by tools that open it so) and
+// keeps the host's node label over a plugin's.
+func TestTargetLabelsOff(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer s.Close()
+	numa := metric.NewDesc("node_memory_numa_MemFree", "", metric.Gauge, "node", "1")
+	if err := s.AppendTick("cn01", base, []*metric.Desc{load1, numa}, []float64{1.5, 42}); err != nil {
+		t.Fatal(err)
+	}
+	got := readAll(t, s, labels.MustNewMatcher(labels.MatchRegexp, labels.MetricName, ".+"))
+	keys := fmt.Sprint(got)
+	for _, w := range []string{`{__name__="node_load1", node="cn01"}`, `{__name__="node_memory_numa_MemFree", exported_node="1", node="cn01"}`} {
+		if !strings.Contains(keys, w) {
+			t.Errorf("stored %s, want %s", keys, w)
+		}
+	}
+	if strings.Contains(keys, "instance") || strings.Contains(keys, "job") {
+		t.Errorf("target labels without a job: %s", keys)
+	}
+}
+
+// TestSeriesLabelsRefused checks descriptors whose labels cannot be stored.
+func TestSeriesLabelsRefused(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir(), Job: "node"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, d := range []*metric.Desc{
+		metric.NewDesc("x", "", metric.Gauge, "", "v"),
+		metric.NewDesc("x", "", metric.Gauge, "__name__", "y"),
+		metric.NewDesc("x", "", metric.Gauge, "a", "1", "a", "2"),
+		metric.NewDesc("x", "", metric.Gauge, "exported_job", "1", "job", "2"),
+	} {
+		if err := s.AppendTick("cn01", base, []*metric.Desc{d}, []float64{math.Pi}); err == nil {
+			t.Errorf("%v: stored, want an error", d.Labels)
+		}
+	}
+}
