@@ -104,13 +104,24 @@ func TestKeyAndBand(t *testing.T) {
 	if a != b || a != "{__name__=m,cpu=0}" || numa != "{__name__=m,node=0}" {
 		t.Errorf("keys %s %s %s", a, b, numa)
 	}
-	band := Band{10, 20}
+	band := Band{Min: 10, Max: 20, Numbers: 3}
 	for _, tc := range []struct {
-		v    float64
+		b    Band
 		want bool
-	}{{15, true}, {20.9, true}, {21.1, false}, {9.1, true}, {8.9, false}} {
-		if got := band.Within(tc.v, 0.05, 0); got != tc.want {
-			t.Errorf("%v within %v ±5%%: %v", tc.v, band, got)
+	}{
+		{Band{Min: 15, Max: 15, Numbers: 1}, true},
+		{Band{Min: 20.9, Max: 30, Numbers: 2}, true}, // within 5 % of 30
+		{Band{Min: 22, Max: 30, Numbers: 2}, false},
+		{Band{Min: 9.1, Max: 9.1, Numbers: 1}, true},
+		{Band{Min: 8, Max: 8, Numbers: 1}, false},
+		{Band{NaN: true}, false},
+		{Band{Min: 1, Max: 1, Numbers: 1, NaN: true}, false},
+	} {
+		if got := band.Overlaps(tc.b, 0.05, 0); got != tc.want {
+			t.Errorf("%v overlaps %v ±5%%: %v", band, tc.b, got)
 		}
+	}
+	if !(Band{NaN: true}).Overlaps(Band{Min: 1, Max: 1, Numbers: 1, NaN: true}, 0, 0) {
+		t.Error("bands both NaN at times do not overlap")
 	}
 }

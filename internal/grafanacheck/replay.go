@@ -150,13 +150,18 @@ func Key(ls map[string]string) string {
 	return "{" + strings.Join(parts, ",") + "}"
 }
 
-// Band is the range of values a reference server shows for one series
-// around an instant.
-type Band struct{ Min, Max float64 }
+// Band is the range of values a server shows for one series around an
+// instant: the smallest and largest number, and whether it was NaN (0/0
+// of a ratio of rates with no events) at some point.
+type Band struct {
+	Min, Max float64
+	Numbers  int
+	NaN      bool
+}
 
 // Bands evaluates expr on c every step from t-half to t+half and returns
-// each series' smallest and largest value. A value sampled a moment
-// earlier or later on the other server lies within it.
+// each series' band. Two servers that sample the same source a moment
+// apart show overlapping bands.
 func Bands(ctx context.Context, c *Client, expr string, t time.Time, half, step time.Duration) (map[string]Band, error) {
 	ss, err := c.Range(ctx, expr, t.Add(-half), t.Add(half), step)
 	if err != nil {
@@ -164,22 +169,41 @@ func Bands(ctx context.Context, c *Client, expr string, t time.Time, half, step 
 	}
 	out := map[string]Band{}
 	for _, s := range ss {
-		b := Band{math.Inf(1), math.Inf(-1)}
+		b := Band{Min: math.Inf(1), Max: math.Inf(-1)}
 		for _, p := range s.Points {
-			if !math.IsNaN(p.V) {
-				b.Min, b.Max = min(b.Min, p.V), max(b.Max, p.V)
+			if math.IsNaN(p.V) {
+				b.NaN = true
+				continue
 			}
+			b.Min, b.Max = min(b.Min, p.V), max(b.Max, p.V)
+			b.Numbers++
 		}
-		if b.Min <= b.Max {
-			out[Key(s.Labels)] = b
-		}
+		out[Key(s.Labels)] = b
 	}
 	return out, nil
 }
 
-// Within reports whether v lies in b widened by rel of its magnitude and
-// by abs.
-func (b Band) Within(v, rel, abs float64) bool {
-	slack := rel*max(math.Abs(b.Min), math.Abs(b.Max)) + abs
-	return v >= b.Min-slack && v <= b.Max+slack
+// Overlaps reports whether a and b share a value, each widened by rel of
+// the larger magnitude and by abs; bands that were both NaN at some point
+// overlap too.
+func (a Band) Overlaps(b Band, rel, abs float64) bool {
+	if a.NaN && b.NaN {
+		return true
+	}
+	if a.Numbers == 0 || b.Numbers == 0 {
+		return false
+	}
+	slack := rel*max(math.Abs(a.Min), math.Abs(a.Max), math.Abs(b.Min), math.Abs(b.Max)) + abs
+	return a.Min <= b.Max+slack && b.Min <= a.Max+slack
+}
+
+func (b Band) String() string {
+	s := "NaN"
+	if b.Numbers > 0 {
+		s = fmt.Sprintf("%g..%g", b.Min, b.Max)
+		if b.NaN {
+			s += " and NaN"
+		}
+	}
+	return s
 }
