@@ -206,6 +206,11 @@ func Open(opts Options) (*Store, error) {
 	}
 	s.gen.Store(newGeneration(db, s.currentTSDBRegisterer()))
 	s.startWatch()
+	if n, err := s.retireUntargeted(time.Now()); err != nil {
+		s.log.Warn("series of an older Vigil without job and instance not marked stale", "err", err)
+	} else if n > 0 {
+		s.log.Info("recent series without job and instance (an older Vigil's) marked stale; new ones carry them", "series", n)
+	}
 	return s, nil
 }
 

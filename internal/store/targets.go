@@ -3,9 +3,13 @@ package store
 import (
 	"context"
 	"fmt"
+	"math"
+	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
 
 	"github.com/vigil-hpc/vigil/internal/metric"
 )
@@ -47,4 +51,60 @@ func (s *Store) nodeSeries(ctx context.Context, q storage.Querier, node string) 
 		labels.MustNewMatcher(labels.MatchEqual, metric.JobLabel, s.opts.Job),
 		labels.MustNewMatcher(labels.MatchNotEqual, NodeLabel, node))
 	return storage.NewMergeSeriesSet([]storage.SeriesSet{byNode, byInstance}, 0, storage.ChainedSeriesMerge)
+}
+
+// retireUntargeted ends, with a stale marker at now, the recent series
+// that an older Vigil wrote for its nodes without job and instance. The
+// nodes' next ticks start new series with them; without the marker an
+// instant query by node would see both for PromQL's five-minute lookback
+// and sum by (node) would count the node twice. Older data keeps its
+// labels. It runs once at Open and reads only the last five minutes.
+func (s *Store) retireUntargeted(now time.Time) (int, error) {
+	if s.opts.Job == "" {
+		return 0, nil
+	}
+	ctx := context.Background()
+	ts := now.UnixMilli()
+	app, g, err := s.begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	q, err := g.db.Querier(ts-staleLookback.Milliseconds(), ts)
+	if err != nil {
+		s.rollback(app, g)
+		return 0, fmt.Errorf("store: retire series without target labels: %w", err)
+	}
+	defer q.Close()
+	set := q.Select(ctx, false, nil, labels.MustNewMatcher(labels.MatchRegexp, NodeLabel, ".+"),
+		labels.MustNewMatcher(labels.MatchEqual, metric.InstanceLabel, ""), labels.MustNewMatcher(labels.MatchEqual, metric.JobLabel, ""))
+	var it chunkenc.Iterator
+	n := 0
+	for set.Next() {
+		series := set.At()
+		it = series.Iterator(it)
+		lastT, lastV, seen := int64(0), 0.0, false
+		for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
+			lastT, lastV, seen = it.AtT(), 0, true
+			if vt == chunkenc.ValFloat {
+				_, lastV = it.At()
+			}
+		}
+		if err := it.Err(); err != nil {
+			s.rollback(app, g)
+			return 0, fmt.Errorf("store: retire %s: %w", series.Labels(), err)
+		}
+		if !seen || lastT >= ts || value.IsStaleNaN(lastV) {
+			continue
+		}
+		if _, err := app.Append(0, series.Labels(), ts, math.Float64frombits(value.StaleNaN)); err != nil && !sampleRejected(err) {
+			s.rollback(app, g)
+			return 0, fmt.Errorf("store: retire %s: %w", series.Labels(), err)
+		}
+		n++
+	}
+	if err := set.Err(); err != nil {
+		s.rollback(app, g)
+		return 0, fmt.Errorf("store: retire series without target labels: %w", err)
+	}
+	return n, s.commit(app, g)
 }

@@ -98,3 +98,43 @@ func TestSeriesLabelsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestUpgradeRetiresUntargetedSeries opens a data directory written
+// without target labels with a job: the old series of the last five
+// minutes end with a stale marker, so a query by node sees one series.
+func TestUpgradeRetiresUntargetedSeries(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir)
+	now := time.Now().Truncate(time.Second)
+	old := now.Add(-time.Hour)
+	for _, at := range []time.Time{old, now.Add(-10 * time.Second)} {
+		if err := s.AppendTick("cn01", at, []*metric.Desc{load1}, []float64{1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.AppendTick("cn02", old, []*metric.Desc{load1}, []float64{2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(Options{Dir: dir, Job: "node"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.AppendTick("cn01", now.Add(time.Second), []*metric.Desc{load1}, []float64{3}); err != nil {
+		t.Fatal(err)
+	}
+	got := readAll(t, s, labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, "node_load1"))
+	oldKey := `{__name__="node_load1", node="cn01"}`
+	if pts := got[oldKey]; len(pts) != 3 || !value.IsStaleNaN(pts[2].V) {
+		t.Errorf("%s: %v, want its two samples and a stale marker", oldKey, pts)
+	}
+	if pts := got[`{__name__="node_load1", node="cn02"}`]; len(pts) != 1 {
+		t.Errorf("cn02, silent for an hour: %v, want it left alone", pts)
+	}
+	if pts := got[`{__name__="node_load1", instance="cn01", job="node", node="cn01"}`]; len(pts) != 1 || pts[0].V != 3 {
+		t.Errorf("new series: %v", pts)
+	}
+}
