@@ -325,6 +325,7 @@ func TestConfig(t *testing.T) {
 		"negative.bad.toml":     "query_max_samples: must not be negative",
 		"not_table.bad.toml":    "server: want a table",
 		"syntax.bad.toml":       "syntax.bad.toml",
+		"job_self.bad.toml":     `job_self.bad.toml:3: server.job: "vigil": want at most 128 bytes of UTF-8, not "vigil"`,
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
