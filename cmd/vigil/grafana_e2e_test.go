@@ -76,7 +76,7 @@ func TestE2EGrafanaNodeExporterFull(t *testing.T) {
 	startPeer(t, promBin, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+promAddr)
 	promAPI := &grafanacheck.Client{Base: "http://" + promAddr}
 
-	// Both sides up, then 14 s of data: rates over Grafana's
+	// Both sides up, then 11 s of data: rates over Grafana's
 	// $__rate_interval (4 scrape intervals) and a short range of points.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -89,7 +89,7 @@ func TestE2EGrafanaNodeExporterFull(t *testing.T) {
 	waitUntil(t, "both Vigil nodes", 20*time.Second, has(vigilAPI, `node_uname_info{job="node"}`, 2))
 	waitUntil(t, "Prometheus scraping node_exporter", 20*time.Second, has(promAPI, `node_uname_info{job="node"}`, 1))
 	from := time.Now()
-	time.Sleep(14 * time.Second) // data has to accumulate; nothing to poll
+	time.Sleep(11 * time.Second) // data has to accumulate; nothing to poll
 	env := grafanacheck.Env{From: from, To: time.Now().Add(-2500 * time.Millisecond), ScrapeInterval: time.Second}
 
 	type side struct {
