@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -53,16 +55,36 @@ func (s *Store) nodeSeries(ctx context.Context, q storage.Querier, node string) 
 	return storage.NewMergeSeriesSet([]storage.SeriesSet{byNode, byInstance}, 0, storage.ChainedSeriesMerge)
 }
 
+// targetsFile marks a data directory whose node series carry job and
+// instance; its absence with data present means an older Vigil wrote it.
+const targetsFile = "vigil-target-labels"
+
 // retireUntargeted ends, with a stale marker at now, the recent series
 // that an older Vigil wrote for its nodes without job and instance. The
 // nodes' next ticks start new series with them; without the marker an
 // instant query by node would see both for PromQL's five-minute lookback
 // and sum by (node) would count the node twice. Older data keeps its
-// labels. It runs once at Open and reads only the last five minutes.
+// labels. It runs at the first Open with a job (then targetsFile is
+// written) and reads only the last five minutes.
 func (s *Store) retireUntargeted(now time.Time) (int, error) {
 	if s.opts.Job == "" {
 		return 0, nil
 	}
+	mark := filepath.Join(s.opts.Dir, targetsFile)
+	if _, err := os.Stat(mark); err == nil {
+		return 0, nil
+	}
+	n, err := s.markUntargetedStale(now)
+	if err != nil {
+		return n, err
+	}
+	if err := os.WriteFile(mark, []byte("job and instance on node series\n"), 0o666); err != nil {
+		return n, fmt.Errorf("store: %w", err)
+	}
+	return n, nil
+}
+
+func (s *Store) markUntargetedStale(now time.Time) (int, error) {
 	ctx := context.Background()
 	ts := now.UnixMilli()
 	app, g, err := s.begin(ctx)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"runtime"
@@ -138,6 +139,26 @@ func TestUpgradeRetiresUntargetedSeries(t *testing.T) {
 	}
 	if pts := got[`{__name__="node_load1", instance="cn01", job="node", node="cn01"}`]; len(pts) != 1 || pts[0].V != 3 {
 		t.Errorf("new series: %v", pts)
+	}
+	// Once only: series without target labels written later (remote
+	// write of a sender that sets none) are not marked at the next start.
+	app := s.Appender(context.Background())
+	rw := labels.FromStrings(labels.MetricName, "rw", "node", "x")
+	if _, err := app.Append(0, rw, now.Add(2*time.Second).UnixMilli(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(Options{Dir: dir, Job: "node"}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if pts := readAll(t, s, labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, "rw")); len(pts) != 1 || len(pts[rw.String()]) != 1 {
+		t.Errorf("remote-write series after a second start: %v, want its one sample", pts)
 	}
 }
 
