@@ -148,6 +148,8 @@ func TestColumnName(t *testing.T) {
 		{map[string]string{"__name__": "node_load1", "node": "cn01"}, "node_load1"},
 		{map[string]string{"__name__": "c", "node": "n", "mode": "idle", "cpu": "0"}, `c{cpu="0",mode="idle"}`},
 		{map[string]string{"__name__": "m", "path": "a\\b\"c\nd"}, `m{path="a\\b\"c\nd"}`},
+		{map[string]string{"__name__": "c", "node": "n", "job": "node", "instance": "n", "cpu": "0"}, `c{cpu="0"}`},
+		{map[string]string{"__name__": "c", "node": "n", "job": "fed", "instance": "other:9100"}, `c{instance="other:9100",job="fed"}`},
 	} {
 		if got := ColumnName(tc.in); got != tc.want {
 			t.Errorf("ColumnName(%v) = %s, want %s", tc.in, got, tc.want)

@@ -10,14 +10,18 @@ import (
 const NodeLabel = "node"
 
 // ColumnName is the column of a series: its metric name followed by its
-// other labels except node, sorted by name, in the Prometheus exposition
+// other labels except node (and the target labels job and instance where
+// instance is the node), sorted by name, in the Prometheus exposition
 // syntax: `node_cpu_seconds_total{cpu="0",mode="idle"}`. A series without
 // other labels is its bare name (`node_load1`). Label values are escaped as
 // in the text format (\\, \" and \n), so the name parses back as a selector.
 func ColumnName(lbls map[string]string) string {
 	names := make([]string, 0, len(lbls))
+	// The target labels the server adds (job, and instance = the node)
+	// name the row like node does, so they are not part of the column.
+	target := lbls["instance"] != "" && lbls["instance"] == lbls[NodeLabel]
 	for k := range lbls {
-		if k != "__name__" && k != NodeLabel {
+		if k != "__name__" && k != NodeLabel && !(target && (k == "job" || k == "instance")) {
 			names = append(names, k)
 		}
 	}

@@ -78,7 +78,8 @@ func (tw *TextWriter) Write(w io.Writer, batches ...*Batch) error {
 	return err
 }
 
-// AppendSeries appends name{labels} with const labels first.
+// AppendSeries appends name{labels} with const labels first, except those
+// d has a label of the same name for.
 func AppendSeries(buf []byte, d *Desc, constLabels []Label) []byte {
 	buf = append(buf, d.Name...)
 	if len(constLabels)+len(d.Labels) == 0 {
@@ -86,8 +87,11 @@ func AppendSeries(buf []byte, d *Desc, constLabels []Label) []byte {
 	}
 	buf = append(buf, '{')
 	n := 0
-	for _, ls := range [2][]Label{constLabels, d.Labels} {
+	for k, ls := range [2][]Label{constLabels, d.Labels} {
 		for _, l := range ls {
+			if k == 0 && d.hasLabel(l.Name) {
+				continue // the series' own label wins (NUMA node="0")
+			}
 			if n > 0 {
 				buf = append(buf, ',')
 			}

@@ -187,6 +187,7 @@ func (a *API) Register(mux *http.ServeMux) {
 		"/api/v1/labels":              a.labelNames,
 		"/api/v1/label/{name}/values": a.labelValues,
 		"/api/v1/query_exemplars":     a.exemplars,
+		"/api/v1/format_query":        a.formatQuery,
 	} {
 		mux.HandleFunc("GET "+path, h)
 		mux.HandleFunc("POST "+path, h)

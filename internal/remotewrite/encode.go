@@ -39,14 +39,14 @@ type sample struct {
 // field of a TimeSeries: __name__=name, node=node and the descriptor's own
 // labels, sorted by name as the protocol requires.
 func appendLabels(dst []byte, node string, d *metric.Desc) []byte {
-	ls := make([]metric.Label, 0, len(d.Labels)+2)
-	ls = append(ls, metric.Label{Name: "__name__", Value: d.Name}, metric.Label{Name: "node", Value: node})
-	for _, l := range d.Labels {
-		if l.Name == "__name__" || l.Name == "node" {
-			continue // reserved: the store refuses these too
-		}
-		ls = append(ls, l)
-	}
+	return appendTargetLabels(dst, "", node, d)
+}
+
+// appendTargetLabels is appendLabels with the target labels job=job and
+// instance=node too (none if job is empty), as the store labels the
+// series (metric.SeriesLabels).
+func appendTargetLabels(dst []byte, job, node string, d *metric.Desc) []byte {
+	ls, _ := metric.SeriesLabels(make([]metric.Label, 0, len(d.Labels)+4), job, node, d)
 	sort.Slice(ls, func(i, j int) bool { return ls[i].Name < ls[j].Name })
 	for _, l := range ls {
 		dst = appendLabel(dst, l.Name, l.Value)

@@ -73,7 +73,7 @@ func TestEncodeDecodes(t *testing.T) {
 func TestLabelsReservedDropped(t *testing.T) {
 	d := metric.NewDesc("m", "", metric.Gauge, "node", "spoof", "__name__", "other", "a", "b")
 	req := decode(t, appendWriteRequest(nil, []sample{{labels: appendLabels(nil, "cn01", d)}}))
-	if got, want := labelsOf(req.Timeseries[0]), `__name__="m",a="b",node="cn01",`; got != want {
+	if got, want := labelsOf(req.Timeseries[0]), `__name__="m",a="b",exported_node="spoof",node="cn01",`; got != want {
 		t.Errorf("labels = %s, want %s", got, want)
 	}
 }

@@ -38,6 +38,9 @@ type Writer struct {
 	queues []*queue
 	log    *slog.Logger
 	upDesc *metric.Desc
+	// Job is the job label sent beside instance=NODE, as the store writes
+	// them (empty: neither); set it before the first tick.
+	Job string
 
 	mu        sync.Mutex // guards series and scratch
 	series    map[seriesKey][]byte
@@ -178,7 +181,7 @@ func (w *Writer) add(node string, t int64, descs []*metric.Desc, values []float6
 				// up here; rebuilding the live ones is cheap.
 				clear(w.series)
 			}
-			ls = appendLabels(nil, node, d)
+			ls = appendTargetLabels(nil, w.Job, node, d)
 			w.series[k] = ls
 		}
 		w.scratch = append(w.scratch, sample{labels: ls, t: t, v: values[i]})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/vigil-hpc/vigil/internal/duration"
 	"github.com/vigil-hpc/vigil/internal/logging"
@@ -34,6 +35,10 @@ type Config struct {
 	// Interval is the nodes' sampling interval; a node silent for three
 	// of them is marked down.
 	Interval Duration `toml:"interval"`
+	// Job is the job label of every series the nodes send, beside
+	// instance=NODE, as Prometheus labels a scraped node_exporter
+	// (docs/grafana.md); empty means DefaultJob.
+	Job string `toml:"job"`
 
 	Retention        Duration `toml:"retention"`
 	RetentionBytes   int64    `toml:"retention_bytes"`
@@ -120,7 +125,23 @@ func DefaultConfig() Config {
 		Data:      DefaultData,
 		Retention: Duration(store.DefaultRetention),
 		Interval:  Duration(time.Second),
+		Job:       DefaultJob,
 	}
+}
+
+// DefaultJob is the job label of the nodes' series when Config.Job is
+// empty: the job name node_exporter's scrape configs and dashboards use.
+const DefaultJob = "node"
+
+// SelfJob is the job label of the server's own metrics (selfmetrics.go).
+const SelfJob = "vigil"
+
+// job is the nodes' job label.
+func (c Config) job() string {
+	if c.Job == "" {
+		return DefaultJob
+	}
+	return c.Job
 }
 
 // Duration is the one duration type of vigil.toml and the flags (Go or
@@ -158,6 +179,9 @@ func (c Config) validate() error {
 		if v.n < 0 {
 			errs = append(errs, &config.FieldError{Key: v.key, Flag: v.flag, Msg: "must not be negative"})
 		}
+	}
+	if !utf8.ValidString(c.Job) || len(c.Job) > 128 || c.Job == SelfJob {
+		errs = append(errs, config.Field("job", "%q: want at most 128 bytes of UTF-8, not %q (the server's own job)", c.Job, SelfJob))
 	}
 	if c.SyslogTLS != "" && (c.SyslogTLSCert == "" || c.SyslogTLSKey == "") {
 		errs = append(errs, config.Field("syslog_tls", "needs syslog_tls_cert and syslog_tls_key (--syslog-tls-cert, --syslog-tls-key)"))
@@ -238,6 +262,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.SyslogRELP, "syslog-relp", c.SyslogRELP, "receive syslog over RELP (rsyslog omrelp; acknowledged once stored) on this address (default: off)")
 	fs.StringVar(&c.Topology, "topology", c.Topology, "file of \"GROUP: host-list\" lines grouping nodes into racks for the dashboard; listed nodes that never connect are down")
 	fs.Var(&c.LogsRetention, "logs-retention", "drop log messages older than this (default: keep)")
+	fs.StringVar(&c.Job, "job", c.Job, "job label of the nodes' series, beside instance=NODE (default \"node\", as node_exporter's usual scrape job)")
 	fs.Var(&c.Interval, "interval", "the nodes' sampling interval; silent for 3 of them means down")
 	fs.StringVar(&c.Data, "data", c.Data, "data directory (blocks and WAL)")
 	fs.Var(&c.Retention, "retention", "drop data older than this (e.g. 15d)")

@@ -114,7 +114,7 @@ func (s *Server) scrapeSelf(now time.Time) error {
 	add := func(name string, m *dto.Metric, extraName, extraValue string, v float64) {
 		b.Reset()
 		b.Add(labels.MetricName, name)
-		b.Add("job", "vigil")
+		b.Add("job", SelfJob)
 		b.Add("instance", SelfNode)
 		b.Add(store.NodeLabel, SelfNode)
 		for _, lp := range m.GetLabel() {

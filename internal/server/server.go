@@ -108,6 +108,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("remote_write: %w", err)
 	}
+	rwOut.Job = cfg.job()
 	s.rwOut = rwOut
 	if err := os.MkdirAll(cfg.Data, 0o755); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
@@ -119,6 +120,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		OutOfOrderWindow: cfg.OutOfOrderWindow.D(),
 		MaxFuture:        cfg.MaxFuture.D(),
 		MinFreeBytes:     cfg.MinFreeBytes,
+		Job:              cfg.job(),
 		Registerer:       s.reg,
 		Logger:           log.With("component", "store"),
 	})

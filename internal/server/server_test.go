@@ -325,6 +325,7 @@ func TestConfig(t *testing.T) {
 		"negative.bad.toml":     "query_max_samples: must not be negative",
 		"not_table.bad.toml":    "server: want a table",
 		"syntax.bad.toml":       "syntax.bad.toml",
+		"job_self.bad.toml":     `job_self.bad.toml:3: server.job: "vigil": want at most 128 bytes of UTF-8, not "vigil"`,
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
@@ -350,7 +351,7 @@ func TestConfig(t *testing.T) {
 	}
 	want := Config{HTTP: "127.0.0.1:9999", Data: "/var/lib/vigil", Interval: Duration(time.Second), Retention: Duration(30 * 24 * time.Hour),
 		RetentionBytes: 1 << 30, QueryTimeout: Duration(30 * time.Second), QueryMaxSamples: 1000, QueryMaxConcurrent: 4}
-	want.WebConfig, want.EnableRemoteWriteReceiver = "/etc/vigil/web.yml", true
+	want.WebConfig, want.EnableRemoteWriteReceiver, want.Job = "/etc/vigil/web.yml", true, DefaultJob
 	if cfg != want {
 		t.Errorf("full config = %+v, want %+v", cfg, want)
 	}
@@ -385,7 +386,7 @@ func TestPromtool(t *testing.T) {
 	if err != nil {
 		t.Fatalf("promtool query instant: %v\n%s", err, out)
 	}
-	want := fmt.Sprintf("up{node=\"cn01\"} => 1 @[%s]\nup{node=\"cn02\"} => 0 @[%s]\n", t30, t30)
+	want := fmt.Sprintf("up{instance=\"cn01\", job=\"node\", node=\"cn01\"} => 1 @[%s]\nup{instance=\"cn02\", job=\"node\", node=\"cn02\"} => 0 @[%s]\n", t30, t30)
 	if string(out) != want {
 		t.Errorf("promtool query instant:\n%s\nwant\n%s", out, want)
 	}
@@ -395,7 +396,7 @@ func TestPromtool(t *testing.T) {
 		t.Fatalf("promtool query range: %v\n%s", err, out)
 	}
 	var wantR strings.Builder
-	wantR.WriteString("node_load1{node=\"cn02\"} =>\n")
+	wantR.WriteString("node_load1{instance=\"cn02\", job=\"node\", node=\"cn02\"} =>\n")
 	for i := range 4 {
 		fmt.Fprintf(&wantR, "%d @[%d]\n", i*10+1, base.Unix()+int64(i)*10)
 	}
@@ -447,7 +448,7 @@ func TestStream(t *testing.T) {
 		}
 	}
 	for i, node := range []string{"cn01", "cn02"} {
-		want := fmt.Sprintf(`{"metric":{"__name__":"node_load1","node":%q},"value":[%s,"%g"]}`, node, at, float64(i)+0.5)
+		want := fmt.Sprintf(`{"metric":{"__name__":"node_load1","instance":%q,"job":"node","node":%q},"value":[%s,"%g"]}`, node, node, at, float64(i)+0.5)
 		if !strings.Contains(got, want) {
 			t.Errorf("after streaming: %s\nwant it to contain %s", got, want)
 		}

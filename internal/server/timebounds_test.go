@@ -83,14 +83,14 @@ func TestStreamClockSkewFlagged(t *testing.T) {
 			c.Batch(cs, &b)
 		}
 		got = getJSON(t, srv+"/api/v1/query?query="+q)
-		if strings.Contains(got, `"vigil_node_clock_skew","node":"fast"`) && strings.Contains(got, `"node_load1","node":"cn01"`) {
+		if strings.Contains(got, `"vigil_node_clock_skew","instance":"fast","job":"node","node":"fast"`) && strings.Contains(got, `"node_load1","instance":"cn01","job":"node","node":"cn01"`) {
 			break
 		}
 	}
-	if !strings.Contains(got, `"vigil_node_clock_skew","node":"fast"`) || !strings.Contains(got, `"node_load1","node":"cn01"`) {
+	if !strings.Contains(got, `"vigil_node_clock_skew","instance":"fast","job":"node","node":"fast"`) || !strings.Contains(got, `"node_load1","instance":"cn01","job":"node","node":"cn01"`) {
 		t.Fatalf("want fast flagged and cn01 stored: %s", got)
 	}
-	if strings.Contains(got, `"node_load1","node":"fast"`) {
+	if strings.Contains(got, `"node_load1","instance":"fast"`) {
 		t.Errorf("samples of the fast node stored: %s", got)
 	}
 	// What `vigil tree status` and the dashboard's tree view show.

@@ -29,8 +29,12 @@ import (
 )
 
 // NodeLabel is the label every series appended through AppendTick and
-// SetUp carries.
-const NodeLabel = "node"
+// SetUp carries, except where a plugin's own label has that name
+// (targets.go).
+const NodeLabel = metric.NodeLabel
+
+// upDesc describes the up series SetUp writes.
+var upDesc = metric.NewDesc("up", "1 if the node is sending, 0 if it is down.", metric.Gauge)
 
 // Defaults for Options fields left zero.
 const (
@@ -70,6 +74,9 @@ type Options struct {
 	// CacheIdle drops a node's cache after this long without appends
 	// (0: DefaultCacheIdle), so descriptors of vanished nodes are freed.
 	CacheIdle time.Duration
+	// Job is the job label of every series AppendTick and SetUp write,
+	// beside instance=NODE (targets.go); empty: neither label, only node.
+	Job string
 	// MaxMetadata bounds the number of metric names whose HELP and TYPE
 	// are kept for /api/v1/metadata (0: 100,000).
 	MaxMetadata int
@@ -199,6 +206,11 @@ func Open(opts Options) (*Store, error) {
 	}
 	s.gen.Store(newGeneration(db, s.currentTSDBRegisterer()))
 	s.startWatch()
+	if n, err := s.retireUntargeted(time.Now()); err != nil {
+		s.log.Warn("series of an older Vigil without job and instance not marked stale", "err", err)
+	} else if n > 0 {
+		s.log.Info("recent series without job and instance (an older Vigil's) marked stale; new ones carry them", "series", n)
+	}
 	return s, nil
 }
 
@@ -403,7 +415,11 @@ func (s *Store) SetUp(node string, t time.Time, up bool) error {
 	nc.mu.Lock()
 	defer nc.mu.Unlock()
 	if nc.up.lset.IsEmpty() {
-		nc.up.lset = labels.FromStrings(labels.MetricName, "up", NodeLabel, node)
+		lset, err := s.seriesLabels(node, upDesc)
+		if err != nil {
+			return err
+		}
+		nc.up.lset = lset
 	}
 	v := 0.0
 	if up {
@@ -459,7 +475,7 @@ func (s *Store) Gap(node string, from, to time.Time) error {
 		return fmt.Errorf("store: gap of node %q: %w", node, err)
 	}
 	defer q.Close()
-	set := q.Select(ctx, false, nil, labels.MustNewMatcher(labels.MatchEqual, NodeLabel, node))
+	set := s.nodeSeries(ctx, q, node)
 	var it chunkenc.Iterator
 	marked := 0
 	for set.Next() {
@@ -567,22 +583,9 @@ func (s *Store) ref(nc *nodeCache, node string, d *metric.Desc) (*seriesRef, err
 	if sr := nc.series[d]; sr != nil {
 		return sr, nil
 	}
-	if d == nil || d.Name == "" {
-		return nil, fmt.Errorf("store: node %q: descriptor without a metric name", node)
-	}
-	var b labels.ScratchBuilder
-	b.Add(labels.MetricName, d.Name)
-	b.Add(NodeLabel, node)
-	for _, l := range d.Labels {
-		if l.Name == "" || l.Name == NodeLabel || l.Name == labels.MetricName {
-			return nil, fmt.Errorf("store: node %q: metric %s: label name %q is empty or reserved", node, d.Name, l.Name)
-		}
-		b.Add(l.Name, l.Value)
-	}
-	b.Sort()
-	lset := b.Labels()
-	if dup, ok := lset.HasDuplicateLabelNames(); ok {
-		return nil, fmt.Errorf("store: node %q: metric %s: duplicate label %q", node, d.Name, dup)
+	lset, err := s.seriesLabels(node, d)
+	if err != nil {
+		return nil, err
 	}
 	sr := &seriesRef{lset: lset}
 	if s.scaled {

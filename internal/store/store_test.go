@@ -136,7 +136,7 @@ func TestAppendBatchAndUp(t *testing.T) {
 func TestAppendTickErrors(t *testing.T) {
 	s := openT(t, t.TempDir())
 	defer s.Close()
-	bad := metric.NewDesc("x", "", metric.Gauge, "node", "other")
+	bad := metric.NewDesc("x", "", metric.Gauge, "__name__", "other")
 	for _, tc := range []struct {
 		name  string
 		node  string
@@ -146,7 +146,7 @@ func TestAppendTickErrors(t *testing.T) {
 	}{
 		{"empty node", "", []*metric.Desc{load1}, []float64{1}, "empty node name"},
 		{"length mismatch", "cn01", []*metric.Desc{load1}, nil, "1 descriptors but 0 values"},
-		{"reserved label", "cn01", []*metric.Desc{bad}, []float64{1}, `label name "node" is empty or reserved`},
+		{"reserved label", "cn01", []*metric.Desc{bad}, []float64{1}, `a label name is empty or "__name__"`},
 		{"nil desc", "cn01", []*metric.Desc{nil}, []float64{1}, "without a metric name"},
 	} {
 		err := s.AppendTick(tc.node, base, tc.descs, tc.vals)

@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
+
+	"github.com/vigil-hpc/vigil/internal/metric"
 )
 
 // Time bounds (issue 11). The TSDB accepts any future timestamp, and the
@@ -223,7 +225,8 @@ func repairFuture(db *tsdb.DB, dir string, cut, limit int64, log *slog.Logger) (
 	return true, nil
 }
 
-// AppendNodeGauge stores name{node=nodes[i]} = values[i] at t for every
+// AppendNodeGauge stores name{node=nodes[i]} (and the target labels, see
+// targets.go) = values[i] at t for every
 // node in one commit: per-node values the server computes itself (clock
 // offsets), not the nodes' ticks. Refused samples are counted and the
 // first is returned in a RejectedError; the rest are committed.
@@ -238,7 +241,11 @@ func (s *Store) AppendNodeGauge(name string, t time.Time, nodes []string, values
 		if n == "" {
 			continue
 		}
-		l := labels.FromStrings(labels.MetricName, name, NodeLabel, n)
+		l, err := s.seriesLabels(n, &metric.Desc{Name: name}) // with job and instance, as the node's own series
+		if err != nil {
+			_ = app.Rollback()
+			return err
+		}
 		if _, err := app.Append(0, l, ts, values[i]); err != nil {
 			if !sampleRejected(err) {
 				_ = app.Rollback()
