@@ -91,7 +91,7 @@ func startPipeline(t *testing.T, opts store.Options, copts ...wire.ClientOptions
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.sink = p.c.Sink("cn01")
+	p.sink = p.c.Sink("cn01")(0)
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
 	p.wg.Add(3)

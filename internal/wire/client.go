@@ -779,60 +779,15 @@ func (c *Client) lost() {
 	c.dirty = false
 }
 
-// Sink returns a function streaming each batch of node, for the sampler
-// scheduler. Batches of different scheduler groups (plugins with their own
-// interval) have different series; each such set gets its own stream so
-// they do not force a schema update on every tick. A set is recognised by
-// its exact descriptor sequence, else by its first descriptor.
-func (c *Client) Sink(node string) func(b *metric.Batch) {
-	var (
-		mu      sync.Mutex
-		streams []*ClientStream
-	)
-	const maxStreams = 8
-	return func(b *metric.Batch) {
-		mu.Lock()
-		defer mu.Unlock()
-		var cs *ClientStream
-		for _, s := range streams {
-			if s.s.same(b) {
-				cs = s
-				break
-			}
-		}
-		if cs == nil && len(b.Samples) > 0 {
-			for _, s := range streams {
-				if len(s.s.seq) > 0 && s.s.seq[0] == b.Samples[0].Desc {
-					cs = s
-					break
-				}
-			}
-		}
-		if cs == nil {
-			if len(streams) < maxStreams {
-				cs = c.NewStream(node)
-				streams = append(streams, cs)
-			} else {
-				cs = streams[0]
-			}
-		}
-		c.Batch(cs, b)
+// Sink returns, for the sampler scheduler, a function that gives each
+// scheduler group (plugins with their own interval) a stream of node of
+// its own, so groups with different series do not force a schema update
+// on every tick.
+func (c *Client) Sink(node string) func(group int) func(b *metric.Batch) {
+	return func(int) func(b *metric.Batch) {
+		cs := c.NewStream(node)
+		return func(b *metric.Batch) { c.Batch(cs, b) }
 	}
-}
-
-// same reports whether b has exactly the series of the stream's last tick.
-// Read under the Sink's lock; seq is written only under the Client's lock
-// by Batch, which the Sink's lock serialises.
-func (s *Stream) same(b *metric.Batch) bool {
-	if len(b.Samples) != len(s.seq) {
-		return false
-	}
-	for i := range b.Samples {
-		if b.Samples[i].Desc != s.seq[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // QueueBytes is how many encoded bytes wait for the upstream.

@@ -294,19 +294,20 @@ func TestQueueFullReportsGap(t *testing.T) {
 func TestSinkStreamsPerGroup(t *testing.T) {
 	srv := startServer(t, "", nil)
 	c := startClient(t, wire.ClientOptions{Addrs: []string{srv.addr}, Name: "cn00005"})
-	sink := c.Sink("cn00005")
+	sinks := c.Sink("cn00005")
 	fast := []*metric.Desc{metric.NewDesc("node_load1", "", metric.Gauge)}
 	slow := []*metric.Desc{metric.NewDesc("node_filesystem_free_bytes", "", metric.Gauge, "mountpoint", "/"),
 		metric.NewDesc("node_filesystem_free_bytes", "", metric.Gauge, "mountpoint", "/scratch")}
+	sink := []func(*metric.Batch){sinks(0), sinks(1)}
 	t0 := time.Unix(1_763_800_000, 0)
 	for i := range 10 {
-		for _, ds := range [][]*metric.Desc{fast, slow} {
+		for g, ds := range [][]*metric.Desc{fast, slow} {
 			var b metric.Batch
 			b.Reset(t0.Add(time.Duration(i) * time.Second))
 			for k, d := range ds {
 				b.Add(d, float64(i*k))
 			}
-			sink(&b)
+			sink[g](&b)
 		}
 	}
 	waitFor(t, "20 ticks", func() bool { return srv.rec.tickCount() == 20 })
