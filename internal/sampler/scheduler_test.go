@@ -103,11 +103,11 @@ func TestPanicWhileRunning(t *testing.T) {
 		var seen []float64
 		s, err := NewScheduler(insts, nil, quiet, func(int) func(*metric.Batch) {
 			return func(b *metric.Batch) {
-			for _, smp := range b.Samples {
-				if smp.Desc == ok.desc {
-					seen = append(seen, smp.Value)
+				for _, smp := range b.Samples {
+					if smp.Desc == ok.desc {
+						seen = append(seen, smp.Value)
+					}
 				}
-			}
 			}
 		})
 		if err != nil {
