@@ -71,8 +71,8 @@ func TestPanicAndErrorsPerPlugin(t *testing.T) {
 	var b metric.Batch
 	for i := 1; i <= 3; i++ {
 		s.CollectOnce(context.Background(), time.Unix(int64(i), 0), &b)
-		if b.Len() != 1 || b.Samples[0].Desc != ok.desc || b.Samples[0].Value != float64(i) {
-			t.Fatalf("tick %d: batch %+v, want only ok_value %d", i, b.Samples, i)
+		if b.Len() != 1 || b.Samples()[0].Desc != ok.desc || b.Samples()[0].Value != float64(i) {
+			t.Fatalf("tick %d: batch %+v, want only ok_value %d", i, b.Samples(), i)
 		}
 	}
 	for name, want := range map[string]uint64{"boom": 3, "fail": 3, "absent": 0, "ok": 0} {
@@ -103,7 +103,7 @@ func TestPanicWhileRunning(t *testing.T) {
 		var seen []float64
 		s, err := NewScheduler(insts, nil, quiet, func(int) func(*metric.Batch) {
 			return func(b *metric.Batch) {
-				for _, smp := range b.Samples {
+				for _, smp := range b.Samples() {
 					if smp.Desc == ok.desc {
 						seen = append(seen, smp.Value)
 					}

@@ -306,10 +306,11 @@ func sampleRejected(err error) bool {
 }
 
 // AppendTick stores one tick of one node: values[i] is the value of
-// descs[i], each series labelled node=NODE. It commits once. Descriptors
+// descs[i], each series labelled node=NODE, and with up also up{node}=1
+// (a live node's tick, as ingest stores it). It commits once. Descriptors
 // are cached by pointer, so a steady-state tick builds no label sets; the
 // caller keeps descs alive and unchanged, as metric.Desc requires.
-func (s *Store) AppendTick(node string, t time.Time, descs []*metric.Desc, values []float64) error {
+func (s *Store) AppendTick(node string, t time.Time, descs []*metric.Desc, values []float64, up bool) error {
 	if node == "" {
 		return errors.New("store: append tick: empty node name")
 	}
@@ -317,7 +318,11 @@ func (s *Store) AppendTick(node string, t time.Time, descs []*metric.Desc, value
 		return fmt.Errorf("store: append tick for node %q: %d descriptors but %d values", node, len(descs), len(values))
 	}
 	ts := t.UnixMilli()
-	if err := s.refuseFuture(node, ts, len(descs)); err != nil {
+	total := len(descs)
+	if up {
+		total++
+	}
+	if err := s.refuseFuture(node, ts, total); err != nil {
 		return err
 	}
 	nc := s.node(node)
@@ -329,13 +334,16 @@ func (s *Store) AppendTick(node string, t time.Time, descs []*metric.Desc, value
 		return err
 	}
 	var rej *RejectedError
-	for i, d := range descs {
+	for i := range total {
+		d, v := upDesc, 1.0
+		if i < len(descs) {
+			d, v = descs[i], values[i]
+		}
 		sr, err := s.ref(nc, node, d)
 		if err != nil {
 			s.rollback(app, g)
 			return err
 		}
-		v := values[i]
 		if sr.dec != nil {
 			if j, ok := sr.dec.encode(v); ok {
 				v = j
@@ -358,7 +366,7 @@ func (s *Store) AppendTick(node string, t time.Time, descs []*metric.Desc, value
 			}
 		case sampleRejected(err):
 			if rej == nil {
-				rej = &RejectedError{Node: node, Total: len(descs), First: fmt.Errorf("%s: %w", sr.lset, err)}
+				rej = &RejectedError{Node: node, Total: total, First: fmt.Errorf("%s: %w", sr.lset, err)}
 			}
 			rej.Rejected++
 			s.rejects.add(rejectReason(err), node, 1)
@@ -380,16 +388,8 @@ func (s *Store) AppendTick(node string, t time.Time, descs []*metric.Desc, value
 	return nil
 }
 
-// AppendBatch is AppendTick for a metric.Batch; it allocates two slices
-// per call, so hot paths call AppendTick with their own.
-func (s *Store) AppendBatch(node string, b *metric.Batch) error {
-	descs := make([]*metric.Desc, len(b.Samples))
-	values := make([]float64, len(b.Samples))
-	for i, smp := range b.Samples {
-		descs[i], values[i] = smp.Desc, smp.Value
-	}
-	return s.AppendTick(node, b.Time, descs, values)
-}
+// upDesc is the series AppendTick writes with up; read only.
+var upDesc = metric.NewDesc("up", "1 if the node is sending, 0 if it is down.", metric.Gauge)
 
 // SetUp writes up{node=NODE} as 1 or 0 at t.
 func (s *Store) SetUp(node string, t time.Time, up bool) error {

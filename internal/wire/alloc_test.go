@@ -21,9 +21,9 @@ func testBatch(n int) *metric.Batch {
 
 func advance(b *metric.Batch, i int) {
 	b.Time = b.Time.Add(time.Second)
-	for k := range b.Samples {
+	for k := range b.Values {
 		if k%3 != 0 {
-			b.Samples[k].Value += float64((i*k)%17) / 100
+			b.Values[k] += float64((i*k)%17) / 100
 		}
 	}
 }
@@ -42,12 +42,12 @@ func TestEncodeZeroAlloc(t *testing.T) {
 		i++
 		advance(b, i)
 		var err error
-		if buf, err = enc.AppendBatch(buf[:0], st, b); err != nil {
+		if buf, err = enc.AppendTick(buf[:0], st, b.Time, b.Descs, b.Values); err != nil {
 			t.Fatal(err)
 		}
 	})
 	if allocs != 0 {
-		t.Errorf("AppendBatch: %v allocs per tick, want 0", allocs)
+		t.Errorf("AppendTick: %v allocs per tick, want 0", allocs)
 	}
 }
 
@@ -68,7 +68,7 @@ func TestClientBatchZeroAlloc(t *testing.T) {
 	tick := func() {
 		i++
 		advance(b, i)
-		c.Batch(cs, b)
+		c.Tick(cs, b.Time, b.Descs, b.Values)
 		w = c.collect(w[:0], 1<<20) // what the sender goroutine does
 		c.inflight = c.inflight[:0]
 	}
@@ -94,7 +94,7 @@ func TestDecodeZeroAlloc(t *testing.T) {
 	var frames [][]byte
 	for i := range 110 {
 		advance(b, i)
-		out, err := enc.AppendBatch(nil, st, b)
+		out, err := enc.AppendTick(nil, st, b.Time, b.Descs, b.Values)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -201,16 +201,9 @@ func (c *Client) NewStream(node string) *ClientStream {
 	return &ClientStream{s: c.enc.NewStream(node)}
 }
 
-// Batch queues one tick of cs from b. It does not block on the network and
-// does not keep b.
-func (c *Client) Batch(cs *ClientStream, b *metric.Batch) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	buf, err := c.enc.AppendBatch(c.take(), cs.s, b)
-	c.push(entry{buf: buf, cs: cs, t: b.Time}, err)
-}
-
-// Tick queues one tick of cs (for aggregators forwarding decoded ticks).
+// Tick queues one tick of cs: values[i] is the value of descs[i] (a
+// metric.Batch's Time, Descs and Values, or a decoded tick an aggregator
+// forwards). It does not block on the network and keeps neither slice.
 func (c *Client) Tick(cs *ClientStream, t time.Time, descs []*metric.Desc, values []float64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -786,7 +779,7 @@ func (c *Client) lost() {
 func (c *Client) Sink(node string) func(group int) func(b *metric.Batch) {
 	return func(int) func(b *metric.Batch) {
 		cs := c.NewStream(node)
-		return func(b *metric.Batch) { c.Batch(cs, b) }
+		return func(b *metric.Batch) { c.Tick(cs, b.Time, b.Descs, b.Values) }
 	}
 }
 
