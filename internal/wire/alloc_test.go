@@ -70,13 +70,13 @@ func TestClientBatchZeroAlloc(t *testing.T) {
 		advance(b, i)
 		c.Tick(cs, b.Time, b.Descs, b.Values)
 		w = c.collect(w[:0], 1<<20) // what the sender goroutine does
-		c.inflight = c.inflight[:0]
+		c.sq.inflight = c.sq.inflight[:0]
 	}
 	for range 3 {
 		tick()
 	}
 	if allocs := testing.AllocsPerRun(100, tick); allocs != 0 {
-		t.Errorf("Client.Batch: %v allocs per tick, want 0", allocs)
+		t.Errorf("Client.Tick: %v allocs per tick, want 0", allocs)
 	}
 	if c.stats.Ticks.Load() < 100 || c.stats.Dropped.Load() != 0 {
 		t.Errorf("ticks %d dropped %d", c.stats.Ticks.Load(), c.stats.Dropped.Load())
