@@ -334,6 +334,7 @@ func (s *Store) AppendTick(node string, t time.Time, descs []*metric.Desc, value
 		return err
 	}
 	var rej *RejectedError
+	var again []resent
 	for i := range total {
 		d, v := upDesc, 1.0
 		if i < len(descs) {
@@ -364,12 +365,12 @@ func (s *Store) AppendTick(node string, t time.Time, descs []*metric.Desc, value
 			if ref != 0 {
 				sr.ref = ref
 			}
+		case olderThanHead(err):
+			// Maybe a tick sent again (its acknowledgement was lost):
+			// judged against what is stored once committed.
+			again = append(again, resent{sr.lset, v, err})
 		case sampleRejected(err):
-			if rej == nil {
-				rej = &RejectedError{Node: node, Total: total, First: fmt.Errorf("%s: %w", sr.lset, err)}
-			}
-			rej.Rejected++
-			s.rejects.add(rejectReason(err), node, 1)
+			rej = rej.add(s, node, total, sr.lset, err)
 		default:
 			s.rollback(app, g)
 			return fmt.Errorf("store: append %s: %w", sr.lset, err)
@@ -377,6 +378,17 @@ func (s *Store) AppendTick(node string, t time.Time, descs []*metric.Desc, value
 	}
 	if err := s.commit(app, g); err != nil {
 		return err // already says why; the node adds nothing a retry needs
+	}
+	if len(again) > 0 {
+		stored, err := s.storedAt(g, node, ts, again)
+		if err != nil {
+			return err
+		}
+		for i, r := range again {
+			if !stored[i] {
+				rej = rej.add(s, node, total, r.lset, r.err)
+			}
+		}
 	}
 	if n := s.ticks.Add(1); n%4096 == 0 {
 		s.sweep()
@@ -386,6 +398,65 @@ func (s *Store) AppendTick(node string, t time.Time, descs []*metric.Desc, value
 		return rej
 	}
 	return nil
+}
+
+// add counts one refused sample of an AppendTick of total samples,
+// creating the error on the first.
+func (e *RejectedError) add(s *Store, node string, total int, lset labels.Labels, err error) *RejectedError {
+	if e == nil {
+		e = &RejectedError{Node: node, Total: total, First: fmt.Errorf("%s: %w", lset, err)}
+	}
+	e.Rejected++
+	s.rejects.add(rejectReason(err), node, 1)
+	return e
+}
+
+// resent is a sample the head refused as older than its series' latest.
+type resent struct {
+	lset labels.Labels
+	v    float64
+	err  error
+}
+
+// olderThanHead tells the refusals of a sample older than what its
+// series holds: a duplicate of a stored one is not a conflict.
+func olderThanHead(err error) bool {
+	return errors.Is(err, storage.ErrOutOfOrderSample) || errors.Is(err, storage.ErrTooOldSample) || errors.Is(err, storage.ErrOutOfBounds)
+}
+
+// storedAt reports for each of again whether the store already holds that
+// very sample (same series, time and value bits): a tick a sender sent
+// again after a lost connection, whose first copy was committed but not
+// acknowledged. Those count as stored. It reads the node's series at ts.
+func (s *Store) storedAt(g *generation, node string, ts int64, again []resent) ([]bool, error) {
+	q, err := g.db.Querier(ts, ts)
+	if err != nil {
+		return nil, fmt.Errorf("store: node %q: read back a tick sent again: %w", node, err)
+	}
+	defer q.Close()
+	byHash := make(map[uint64][]int, len(again))
+	for i, r := range again {
+		h := r.lset.Hash()
+		byHash[h] = append(byHash[h], i)
+	}
+	stored := make([]bool, len(again))
+	set := q.Select(context.Background(), false, nil, labels.MustNewMatcher(labels.MatchEqual, NodeLabel, node))
+	var it chunkenc.Iterator
+	for set.Next() {
+		series := set.At()
+		lset := series.Labels()
+		for _, i := range byHash[lset.Hash()] {
+			if !labels.Equal(lset, again[i].lset) {
+				continue
+			}
+			it = series.Iterator(it)
+			if it.Seek(ts) == chunkenc.ValFloat {
+				t, v := it.At()
+				stored[i] = t == ts && math.Float64bits(v) == math.Float64bits(again[i].v)
+			}
+		}
+	}
+	return stored, set.Err()
 }
 
 // upDesc is the series AppendTick writes with up; read only.

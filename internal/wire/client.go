@@ -75,6 +75,7 @@ type Client struct {
 	enc     *Encoder
 	sq      sendQueue
 	lastErr string
+	again   []entry // scratch of lost
 }
 
 // ClientStream is one node stream of a Client.
@@ -148,7 +149,13 @@ func (c *Client) Tick(cs *ClientStream, t time.Time, descs []*metric.Desc, value
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	buf, err := c.enc.AppendTick(c.take(), cs.s, t, descs, values)
-	c.push(entry{buf: buf, cs: cs, t: t}, err)
+	e := entry{buf: buf, cs: cs, t: t}
+	if err == nil {
+		// Kept to encode the tick again should the connection that
+		// takes it be lost before the upstream acknowledges it.
+		e.descs, e.vals = cs.s.seq, c.sq.keep(values)
+	}
+	c.push(e, err)
 }
 
 // NewRelayStream adds a node stream for Relay.
@@ -224,6 +231,7 @@ func (c *Client) push(e entry, err error) {
 		e.tick = e.cs != nil
 		e.lose()
 		c.sq.release(e.buf)
+		c.sq.forget(&e)
 		if msg := err.Error(); msg != c.lastErr {
 			c.lastErr = msg
 			c.log.Warn("cannot encode tick", "err", err)
@@ -410,13 +418,27 @@ func (c *Client) flush(conn net.Conn, send *frameMAC) {
 	_, _ = conn.Write(send.seal(nil, appendClose(nil, "shutting down")))
 }
 
-// lost runs after a connection ends (see sendQueue.lost).
+// lost runs after a connection ends: the ticks the upstream may lack
+// are encoded again, in order, for the next connection (sendQueue.lost).
 func (c *Client) lost() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.sq.lost() {
-		c.enc.Reset()
+	again, reset := c.sq.lost(c.again[:0])
+	if !reset {
+		return
 	}
+	c.enc.Reset()
+	for i := range again {
+		e := &again[i]
+		if e.cs == nil {
+			c.sq.push(*e)
+			continue
+		}
+		buf, err := c.enc.AppendTick(c.take(), e.cs.s, e.t, e.descs, e.vals)
+		c.push(entry{buf: buf, cs: e.cs, t: e.t, queued: e.queued, descs: e.cs.s.seq, vals: e.vals}, err)
+	}
+	clear(again)
+	c.again = again[:0]
 }
 
 // collect moves queued frames, up to about max bytes, into w.

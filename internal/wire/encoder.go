@@ -163,7 +163,9 @@ func (e *Encoder) AppendTick(dst []byte, s *Stream, t time.Time, descs []*metric
 				return dst, fmt.Errorf("node %s: series %d has no descriptor", s.node, i)
 			}
 		}
-		s.seq = append(grow(s.seq[:0], len(descs)), descs...)
+		// A new slice, never changed after: a Client keeps it with each
+		// tick of this order, to encode the tick again after a reconnect.
+		s.seq = append(make([]*metric.Desc, 0, len(descs)), descs...)
 		dst = e.appendSchema(dst, s)
 	}
 	return e.appendValues(dst, s, t, values), nil

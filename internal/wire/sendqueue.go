@@ -4,16 +4,23 @@ import (
 	"cmp"
 	"slices"
 	"time"
+
+	"github.com/vigil-hpc/vigil/internal/metric"
 )
 
-// sendQueue holds a Client's encoded frames from the tick that encoded
-// them until the upstream acknowledges them: a bounded FIFO of frames
-// waiting for a connection (the oldest ticks dropped when full), the
-// frames being written, and the written ones not yet acknowledged. It
-// accounts what it drops as gaps on the streams. It is guarded by the
-// Client's lock, since encoding and queueing go together.
+// sendQueue holds a Client's ticks from the tick that encoded them until
+// the upstream acknowledges them: a bounded FIFO of frames waiting for a
+// connection (the oldest ticks dropped when full), the frames being
+// written, and the written ones not yet acknowledged. With each tick it
+// keeps its values, so that after a lost connection the ticks the
+// upstream may not have are encoded again for the next one (resend):
+// only what its bounds drop is lost, and accounted as a gap of its
+// stream. It is guarded by the Client's lock, since encoding and queueing
+// go together.
 type sendQueue struct {
-	max   int // bytes of queued frames
+	// max bounds the bytes of queued frames plus their kept values, and
+	// separately the kept values of ticks written but not acknowledged.
+	max   int
 	stats *ClientStats
 
 	q      []entry // FIFO from head, ascending seq
@@ -24,6 +31,8 @@ type sendQueue struct {
 	ndead  int    // dropped entries still in q
 	free   [][]byte
 	avgLen int // moving average of queued frame sizes
+	// freeVals are value buffers of acknowledged or dropped ticks.
+	freeVals [][]float64
 	// dirty: frames of the encoder's current epoch went to a connection
 	// that may have lost them, so the next connection must start over.
 	dirty    bool
@@ -33,6 +42,10 @@ type sendQueue struct {
 	// they may have died in the peer's socket buffer (kill -9).
 	unacked []entry
 	uhead   int
+	// unackedBytes are the values kept for unacked, bounded by max; the
+	// entries before index ukeep keep none.
+	unackedBytes int
+	ukeep        int
 	// conn numbers connections, so a late ack of an old one is ignored;
 	// ackedTo is the current one's highest ack, which can overtake the
 	// bookkeeping of the write it acknowledges.
@@ -54,7 +67,15 @@ type entry struct {
 	key      bool // the values decode without cs's earlier values
 	dead     bool // dropped altogether; skipped by collect
 	queued   time.Time
+	// The tick itself, to encode it again after a reconnect: the
+	// stream's order (shared by its ticks, never changed) and values
+	// (owned). vals is nil for relayed ticks and once dropped.
+	descs []*metric.Desc
+	vals  []float64
 }
+
+// valBytes is the memory e's kept values count against the bound.
+func (e *entry) valBytes() int { return 8 * len(e.vals) }
 
 // maxUnacked bounds the written-but-unacknowledged entries kept; past it
 // the oldest are assumed delivered (an upstream that never acknowledges).
@@ -101,6 +122,26 @@ func (q *sendQueue) take() []byte {
 // release takes back a buffer take gave out that was not pushed.
 func (q *sendQueue) release(buf []byte) { q.free = append(q.free, buf[:0]) }
 
+// keep returns a copy of values for an entry, in a reused buffer.
+func (q *sendQueue) keep(values []float64) []float64 {
+	var v []float64
+	if n := len(q.freeVals); n > 0 {
+		v, q.freeVals = q.freeVals[n-1], q.freeVals[:n-1]
+		if cap(v) > 2*len(values)+64 { // a one-off big tick's buffer
+			v = nil
+		}
+	}
+	return append(v[:0], values...)
+}
+
+// forget lets go of e's kept values: it can no longer be sent again.
+func (q *sendQueue) forget(e *entry) {
+	if e.vals != nil {
+		q.freeVals = append(q.freeVals, e.vals[:0])
+	}
+	e.vals, e.descs = nil, nil
+}
+
 // push queues e, whose buf came from take.
 func (q *sendQueue) push(e entry) {
 	if len(q.q) == cap(q.q) && q.head > 0 {
@@ -111,7 +152,9 @@ func (q *sendQueue) push(e entry) {
 	}
 	q.seq++
 	e.seq = q.seq
-	e.queued = time.Now()
+	if e.queued.IsZero() { // not a tick queued again after a reconnect
+		e.queued = time.Now()
+	}
 	if e.cs != nil {
 		e.tick = true
 		e.valuesAt, e.key = e.cs.s.valuesAt, e.cs.s.key
@@ -121,7 +164,7 @@ func (q *sendQueue) push(e entry) {
 		e.cs.last = e.seq
 	}
 	q.q = append(q.q, e)
-	q.bytes += len(e.buf)
+	q.bytes += len(e.buf) + e.valBytes()
 	q.avgLen += (len(e.buf) - q.avgLen) / 8
 	q.stats.Ticks.Add(1)
 }
@@ -145,7 +188,7 @@ func (q *sendQueue) collect(w []byte, max int) []byte {
 			cs.gap = false
 		}
 		w = append(w, e.buf...)
-		q.bytes -= len(e.buf)
+		q.bytes -= len(e.buf) + e.valBytes()
 		q.free = append(q.free, e.buf[:0])
 		e.buf = nil
 		q.inflight = append(q.inflight, e)
@@ -158,47 +201,56 @@ func (q *sendQueue) collect(w []byte, max int) []byte {
 }
 
 // written does the bookkeeping of the frames in flight once their write
-// returned: with err they may or may not have arrived and are lost,
-// otherwise their ticks wait for the acknowledgement of connection
-// offset written. onWritten, if set, is called for each tick.
+// returned: their ticks wait for the acknowledgement of connection offset
+// written, or with err, which ends the connection, for lost: they may or
+// may not have arrived. onWritten, if set, is called for each tick
+// written.
 func (q *sendQueue) written(err error, written uint64, onWritten func(t, queued, now time.Time)) {
-	if err != nil {
-		for _, e := range q.inflight {
-			if e.tick {
-				e.lose()
-				q.stats.Dropped.Add(1)
-			}
+	var now time.Time
+	if onWritten != nil && err == nil {
+		now = time.Now()
+	}
+	for _, e := range q.inflight {
+		if !e.tick {
+			continue
 		}
-	} else {
-		var now time.Time
-		if onWritten != nil {
-			now = time.Now()
+		if onWritten != nil && err == nil {
+			onWritten(e.t, e.queued, now)
 		}
-		for _, e := range q.inflight {
-			if !e.tick {
-				continue
-			}
-			if onWritten != nil {
-				onWritten(e.t, e.queued, now)
-			}
-			if len(q.unacked)-q.uhead >= maxUnacked {
-				q.unacked[q.uhead] = entry{}
-				q.uhead++
-			}
-			if len(q.unacked) == cap(q.unacked) && q.uhead > 0 {
-				k := copy(q.unacked, q.unacked[q.uhead:])
-				clear(q.unacked[k:])
-				q.unacked, q.uhead = q.unacked[:k], 0
-			}
-			e.end = written
-			if e.end <= q.ackedTo {
-				continue // the ack came before this bookkeeping
-			}
-			q.unacked = append(q.unacked, e)
+		if len(q.unacked)-q.uhead >= maxUnacked {
+			// Assumed delivered: an upstream that never acknowledges.
+			q.unackedBytes -= q.unacked[q.uhead].valBytes()
+			q.forget(&q.unacked[q.uhead])
+			q.unacked[q.uhead] = entry{}
+			q.uhead++
 		}
+		if len(q.unacked) == cap(q.unacked) && q.uhead > 0 {
+			k := copy(q.unacked, q.unacked[q.uhead:])
+			clear(q.unacked[k:])
+			q.unacked, q.uhead = q.unacked[:k], 0
+			q.ukeep = 0
+		}
+		e.end = written
+		if err != nil {
+			e.end = ^uint64(0) // never acknowledged
+		} else if e.end <= q.ackedTo {
+			q.forget(&e)
+			continue // the ack came before this bookkeeping
+		}
+		q.unacked = append(q.unacked, e)
+		q.unackedBytes += e.valBytes()
 	}
 	clear(q.inflight)
 	q.inflight = q.inflight[:0]
+	// Past the bound, the oldest unacknowledged ticks keep no values: if
+	// the connection is lost they cannot be sent again and become gaps.
+	for q.unackedBytes > q.max {
+		q.ukeep = max(q.ukeep, q.uhead)
+		e := &q.unacked[q.ukeep]
+		q.unackedBytes -= e.valBytes()
+		q.forget(e)
+		q.ukeep++
+	}
 }
 
 // connected starts the acknowledgement count of a new connection and
@@ -261,6 +313,8 @@ func (q *sendQueue) dropOldest() bool {
 func (q *sendQueue) strip(e *entry) {
 	e.lose()
 	q.stats.Dropped.Add(1)
+	q.bytes -= e.valBytes()
+	q.forget(e)
 	n := e.valuesAt
 	if n == 0 {
 		q.kill(e)
@@ -273,7 +327,8 @@ func (q *sendQueue) strip(e *entry) {
 
 // kill removes e from the queue (it stays as a tombstone until reclaimed).
 func (q *sendQueue) kill(e *entry) {
-	q.bytes -= len(e.buf)
+	q.bytes -= len(e.buf) + e.valBytes()
+	q.forget(e)
 	q.free = append(q.free, e.buf[:0])
 	*e = entry{seq: e.seq, next: e.next, dead: true}
 	q.ndead++
@@ -356,53 +411,66 @@ func (q *sendQueue) acked(conn, n uint64) {
 	}
 	q.ackedTo = max(q.ackedTo, n)
 	for q.uhead < len(q.unacked) && q.unacked[q.uhead].end <= n {
+		q.unackedBytes -= q.unacked[q.uhead].valBytes()
+		q.forget(&q.unacked[q.uhead])
 		q.unacked[q.uhead] = entry{}
 		q.uhead++
 	}
 	if q.uhead == len(q.unacked) {
-		q.unacked, q.uhead = q.unacked[:0], 0
+		q.unacked, q.uhead, q.ukeep = q.unacked[:0], 0, 0
 	}
 }
 
-// lost runs after a connection ends. Ticks written but never acknowledged
-// may have died with the upstream, so they are reported as gaps. Queued
-// frames continue a stream state the next upstream never saw, so if any
-// frame of this epoch went out they are dropped (and reported as gaps);
-// it then reports true: the encoder must start over.
-func (q *sendQueue) lost() (reset bool) {
-	for i := q.uhead; i < len(q.unacked); i++ {
-		q.unacked[i].lose()
-		q.stats.Dropped.Add(1)
-	}
-	clear(q.unacked)
-	q.unacked, q.uhead = q.unacked[:0], 0
+// lost runs after a connection ends. The upstream may lack the ticks
+// written but not acknowledged (they may have died in its socket buffer,
+// or with it), and the queued frames continue a stream state a new
+// upstream never saw. If any frame of the encoder's epoch went out
+// (reset), lost empties the queue and returns, oldest first, the ticks to
+// encode again from their kept values and the node-level frames, which
+// stand alone, for the Client to queue again after resetting its encoder.
+// A tick without values (relayed, or past the bound) is lost: a gap.
+func (q *sendQueue) lost(again []entry) (_ []entry, reset bool) {
 	if !q.dirty {
-		return false
+		return again, false
 	}
-	// Gap and node-state frames stand alone and stay queued; ticks
-	// continue the old encoding and are dropped as gaps.
-	kept, n := 0, 0
-	for i := q.head; i < len(q.q); i++ {
-		e := q.q[i]
-		q.q[i] = entry{}
-		if e.dead {
-			continue
-		}
-		if e.cs == nil {
-			q.q[n] = e
-			n++
-			kept += len(e.buf)
-			continue
-		}
-		if e.tick {
+	q.dirty = false
+	take := func(e entry) {
+		switch {
+		case e.dead:
+		case e.cs == nil:
+			again = append(again, e) // node-level: its frame as it is
+		case !e.tick:
+			// A schema kept for dropped ticks: the ticks sent again
+			// carry their own.
+			q.free = append(q.free, e.buf[:0])
+		case e.vals == nil:
 			e.lose()
 			q.stats.Dropped.Add(1)
+			if e.buf != nil {
+				q.free = append(q.free, e.buf[:0])
+			}
+		default:
+			if e.gap.set { // written ahead of it: goes again
+				e.cs.noteGap(e.gap.from)
+				e.cs.noteGap(e.gap.to)
+			}
+			if e.buf != nil {
+				q.free = append(q.free, e.buf[:0])
+			}
+			again = append(again, entry{cs: e.cs, t: e.t, queued: e.queued, descs: e.descs, vals: e.vals})
 		}
-		q.free = append(q.free, e.buf[:0])
 	}
-	q.q, q.head, q.bytes, q.cur, q.ndead = q.q[:n], 0, kept, 0, 0
-	q.dirty = false
-	return true
+	for _, e := range q.unacked[q.uhead:] {
+		take(e)
+	}
+	clear(q.unacked)
+	q.unacked, q.uhead, q.ukeep, q.unackedBytes = q.unacked[:0], 0, 0, 0
+	for _, e := range q.q[q.head:] {
+		take(e)
+	}
+	clear(q.q)
+	q.q, q.head, q.bytes, q.cur, q.ndead = q.q[:0], 0, 0, 0, 0
+	return again, true
 }
 
 // deliveredBefore returns the queue time of the oldest tick not yet
