@@ -26,8 +26,11 @@ type ClientOptions struct {
 	Name string
 	Log  *slog.Logger
 	// MaxQueueBytes bounds the encoded frames waiting for the upstream
-	// (default 8 MiB); when it is full the oldest ticks are dropped,
-	// counted and later reported as a gap.
+	// with the values their ticks keep for a resend (default 8 MiB); when
+	// it is full the oldest ticks are dropped, counted and later reported
+	// as a gap. It bounds the values kept by written ticks not yet
+	// acknowledged alike: past it the oldest keep none, and become gaps
+	// if their connection is lost.
 	MaxQueueBytes int
 	// KeyframeEvery is the ticks between a stream's keyframes (default
 	// DefaultKeyframeEvery). Dropping a queued tick drops the stream's
@@ -53,7 +56,7 @@ type ClientStats struct {
 	Connects     atomic.Uint64
 	DialFailures atomic.Uint64 // failed attempts (dial or handshake)
 	Ticks        atomic.Uint64 // ticks queued
-	Dropped      atomic.Uint64 // ticks lost: queue full or connection lost
+	Dropped      atomic.Uint64 // ticks lost: queue full, or past the bound when a connection was lost
 	// DroppedEvents counts Gap and NodeState frames dropped because the
 	// queue held nothing else to drop.
 	DroppedEvents atomic.Uint64
@@ -62,9 +65,10 @@ type ClientStats struct {
 }
 
 // Client streams ticks to the first reachable upstream. Encoding happens
-// on the caller's goroutine into a reused buffer, which a sender goroutine
-// (Run) writes out, so a slow or absent upstream never blocks a tick. On
-// every new connection the schemas are sent again.
+// on the caller's goroutine into a reused buffer of its send queue, which
+// a sender goroutine (Run) writes out, so a slow or absent upstream never
+// blocks a tick. On every new connection the schemas are sent again, and
+// the ticks the last one did not acknowledge.
 type Client struct {
 	o     ClientOptions
 	log   *slog.Logger
