@@ -190,8 +190,11 @@ func TestReconnectLosesNothing(t *testing.T) {
 		return c.Stats().Connects.Load() >= 3 && !c.DeliveredBefore().Before(time.Now().Add(-time.Millisecond))
 	})
 
-	if d := c.Stats().Dropped.Load(); d != 0 {
-		t.Errorf("sender dropped %d ticks", d)
+	if d, q := c.Stats().Dropped.Load(), c.Stats().Ticks.Load(); d != 0 || q != uint64(sent) {
+		t.Errorf("sender dropped %d ticks, queued %d of %d", d, q, sent)
+	}
+	if c.Stats().Resent.Load() == 0 {
+		t.Error("no tick sent again: the test missed its point")
 	}
 	if g, e := h.Stats().Gaps.Load(), h.Stats().Errors.Load(); g != 0 || e != 0 {
 		t.Errorf("ingest saw %d gaps and %d errors, want none", g, e)

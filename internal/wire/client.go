@@ -61,7 +61,10 @@ type ClientStats struct {
 	// queue held nothing else to drop.
 	DroppedEvents atomic.Uint64
 	Errors        atomic.Uint64 // ticks that could not be encoded
-	Bytes         atomic.Uint64 // bytes written
+	// Resent counts ticks encoded again after a lost connection, for an
+	// upstream that may lack them.
+	Resent atomic.Uint64
+	Bytes  atomic.Uint64 // bytes written
 }
 
 // Client streams ticks to the first reachable upstream. Encoding happens
@@ -439,6 +442,7 @@ func (c *Client) lost() {
 			continue
 		}
 		buf, err := c.enc.AppendTick(c.take(), e.cs.s, e.t, e.descs, e.vals)
+		c.stats.Resent.Add(1)
 		c.push(entry{buf: buf, cs: e.cs, t: e.t, queued: e.queued, descs: e.cs.s.seq, vals: e.vals}, err)
 	}
 	clear(again)

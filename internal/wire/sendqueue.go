@@ -154,6 +154,7 @@ func (q *sendQueue) push(e entry) {
 	e.seq = q.seq
 	if e.queued.IsZero() { // not a tick queued again after a reconnect
 		e.queued = time.Now()
+		q.stats.Ticks.Add(1)
 	}
 	if e.cs != nil {
 		e.tick = true
@@ -166,7 +167,6 @@ func (q *sendQueue) push(e entry) {
 	q.q = append(q.q, e)
 	q.bytes += len(e.buf) + e.valBytes()
 	q.avgLen += (len(e.buf) - q.avgLen) / 8
-	q.stats.Ticks.Add(1)
 }
 
 // collect moves queued frames, up to about max bytes, into w; they are in
@@ -227,8 +227,8 @@ func (q *sendQueue) written(err error, written uint64, onWritten func(t, queued,
 		if len(q.unacked) == cap(q.unacked) && q.uhead > 0 {
 			k := copy(q.unacked, q.unacked[q.uhead:])
 			clear(q.unacked[k:])
+			q.ukeep = max(q.ukeep-q.uhead, 0)
 			q.unacked, q.uhead = q.unacked[:k], 0
-			q.ukeep = 0
 		}
 		e.end = written
 		if err != nil {
