@@ -51,9 +51,10 @@ func TestEncodeZeroAlloc(t *testing.T) {
 	}
 }
 
-// Queueing a tick on a Client (encode into a recycled buffer) allocates
-// nothing once the queue's buffers exist.
-func TestClientBatchZeroAlloc(t *testing.T) {
+// Queueing a tick on a Client (encode into a recycled buffer, its values
+// kept in a recycled one until acknowledged) allocates nothing once the
+// queue's buffers exist.
+func TestClientTickZeroAlloc(t *testing.T) {
 	if testutil.RaceEnabled {
 		t.Skip("allocations are not meaningful under -race")
 	}
