@@ -181,31 +181,16 @@ func generate(o options, nodes, ticks int) *dataset {
 			b.Reset(t)
 			sim.Sample(t, time.Second, &b)
 			descs := last[n]
-			if len(descs) != len(b.Samples) || !sameDescs(descs, b.Samples) {
-				descs = make([]*metric.Desc, len(b.Samples))
-				for i, s := range b.Samples {
-					descs[i] = s.Desc
-				}
+			if !slices.Equal(descs, b.Descs) {
+				descs = slices.Clone(b.Descs)
 				last[n] = descs
 			}
-			vals := make([]float64, len(b.Samples))
-			for i, s := range b.Samples {
-				vals[i] = s.Value
-			}
+			vals := slices.Clone(b.Values)
 			d.ticks[k][n] = tick{descs: descs, values: vals}
 			d.total += len(vals)
 		}
 	}
 	return d
-}
-
-func sameDescs(ds []*metric.Desc, ss []metric.Sample) bool {
-	for i, s := range ss {
-		if ds[i] != s.Desc {
-			return false
-		}
-	}
-	return true
 }
 
 func (d *dataset) time(k int) time.Time { return d.t0.Add(time.Duration(k) * time.Second) }
@@ -252,7 +237,7 @@ func ingest(o options, dir string) error {
 		for k := range d.ticks {
 			for _, n := range mine {
 				tk := d.ticks[k][n]
-				if err := st.AppendTick(d.names[n], d.time(k), tk.descs, tk.values); err != nil {
+				if err := st.AppendTick(d.names[n], d.time(k), tk.descs, tk.values, false); err != nil {
 					return err
 				}
 			}
@@ -724,7 +709,7 @@ func bytesOnce(d *dataset, spc int, dir string) error {
 	defer st.Close()
 	for k := range d.ticks {
 		for n, tk := range d.ticks[k] {
-			if err := st.AppendTick(d.names[n], d.time(k), tk.descs, tk.values); err != nil {
+			if err := st.AppendTick(d.names[n], d.time(k), tk.descs, tk.values, false); err != nil {
 				return err
 			}
 		}

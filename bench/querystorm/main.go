@@ -295,11 +295,7 @@ func prefill(dir string, nodes []*simulate.Node, t0, t1 time.Time) error {
 		for i, n := range nodes {
 			b.Reset(t)
 			n.Sample(t, time.Second, &b)
-			if err := st.AppendBatch(simulate.NodeName(i+1), &b); err != nil {
-				st.Close()
-				return err
-			}
-			if err := st.SetUp(simulate.NodeName(i+1), t, true); err != nil {
+			if err := st.AppendTick(simulate.NodeName(i+1), t, b.Descs, b.Values, true); err != nil {
 				st.Close()
 				return err
 			}
@@ -337,7 +333,7 @@ func stream(ctx context.Context, nodes []*simulate.Node, groupSize int, addr str
 				for i, n := range nodes[lo:hi] {
 					b.Reset(next)
 					n.Sample(next, time.Second, &b)
-					c.Batch(streams[i], &b)
+					c.Tick(streams[i], b.Time, b.Descs, b.Values)
 				}
 				next = next.Add(time.Second)
 				for time.Until(next) < 0 { // overrun: skip, as the sampler does

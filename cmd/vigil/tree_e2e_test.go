@@ -332,8 +332,10 @@ func simNodes(first, n int) []string {
 }
 
 // TestE2EFailover kills the aggregator a simulated rack streams through and
-// checks that the rack moves to the second one without duplicates and
-// without silent holes.
+// checks that the rack moves to the second one losing nothing: the ticks
+// A took but never passed on are sent again through B, so there is no
+// hole and no gap. A tick A did pass on may come again through B, with
+// the same values (the store takes such a copy as stored once).
 func TestE2EFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
@@ -387,9 +389,7 @@ func TestE2EFailover(t *testing.T) {
 	if dupDiff > 0 {
 		t.Errorf("%d ticks delivered twice with different values: %v", dupDiff, dups)
 	}
-	if dupSame > 0 {
-		t.Errorf("%d ticks stored twice: %v", dupSame, dups)
-	}
+	t.Logf("%d ticks delivered again with the same values", dupSame)
 	totalHoles, checked, gapped, bad := 0, 0, 0, 0
 	for _, n := range nodes {
 		h, c := r.holes(n, iv, killed.Add(-2*time.Second), settled)
@@ -405,6 +405,9 @@ func TestE2EFailover(t *testing.T) {
 		r.mu.Unlock()
 	}
 	t.Logf("window around the kill: %d node ticks checked, %d unaccounted, %d gap records", checked, totalHoles, gapped)
+	if gapped > 0 {
+		t.Errorf("%d gap records, want none: every tick not acknowledged goes again", gapped)
+	}
 	if checked < 50*10 {
 		t.Errorf("only %d node ticks in the window; the check saw too little", checked)
 	}

@@ -107,7 +107,7 @@ func TestForwardAndDown(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		b.Reset(base.Add(time.Duration(i) * iv))
 		b.Add(d, float64(i))
-		client.Batch(cs, &b)
+		client.Tick(cs, b.Time, b.Descs, b.Values)
 	}
 	waitFor(t, "10 ticks upstream", 5*time.Second, func() bool { n, _ := up.snapshot(); return n["cn1"] == 10 })
 	up.mu.Lock()
@@ -160,7 +160,7 @@ func TestBufferAndReplay(t *testing.T) {
 	for i := 0; i < 50; i++ {
 		b.Reset(base.Add(time.Duration(i) * time.Second))
 		b.Add(d, float64(i*10))
-		client.Batch(cs, &b)
+		client.Tick(cs, b.Time, b.Descs, b.Values)
 	}
 	waitFor(t, "aggregator received 50 values", 5*time.Second, func() bool { return agg.received.Load() == 50 })
 

@@ -33,7 +33,7 @@ func recordFrames(b *testing.B, nodes, ticks int) (frames [][]byte, values []int
 		for i, n := range sims {
 			batch.Reset(t)
 			n.Sample(t, time.Second, &batch)
-			f, err := enc.AppendBatch(nil, streams[i], &batch)
+			f, err := enc.AppendTick(nil, streams[i], batch.Time, batch.Descs, batch.Values)
 			if err != nil {
 				b.Fatal(err)
 			}

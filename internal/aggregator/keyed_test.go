@@ -44,7 +44,7 @@ func TestKeyedTree(t *testing.T) {
 	tick := func(i int) {
 		b.Reset(base.Add(time.Duration(i) * iv))
 		b.Add(d, float64(i))
-		client.Batch(cs, &b)
+		client.Tick(cs, b.Time, b.Descs, b.Values)
 	}
 	for i := range 10 {
 		tick(i)

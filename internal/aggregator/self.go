@@ -96,7 +96,7 @@ func (a *Aggregator) sendSelf(t time.Time) {
 	a.selfMu.Lock()
 	defer a.selfMu.Unlock()
 	a.fillSelf(&a.selfBatch, t)
-	a.client.Batch(a.self, &a.selfBatch)
+	a.client.Tick(a.self, t, a.selfBatch.Descs, a.selfBatch.Values)
 }
 
 // selfCollector exposes the health the aggregator streams upstream
@@ -117,24 +117,24 @@ func (c *selfCollector) Collect(ch chan<- prometheus.Metric) {
 	c.a.selfMu.Lock()
 	c.a.fillSelf(&c.b, time.Now())
 	c.a.selfMu.Unlock()
-	for _, s := range c.b.Samples {
-		pd := c.descs[s.Desc]
+	for i, d := range c.b.Descs {
+		pd := c.descs[d]
 		if pd == nil {
 			l := prometheus.Labels{"node": c.a.cfg.Name}
-			for _, x := range s.Desc.Labels {
+			for _, x := range d.Labels {
 				l[x.Name] = x.Value
 			}
-			pd = prometheus.NewDesc(s.Desc.Name, s.Desc.Help, nil, l)
-			c.descs[s.Desc] = pd
+			pd = prometheus.NewDesc(d.Name, d.Help, nil, l)
+			c.descs[d] = pd
 		}
 		vt := prometheus.GaugeValue
-		switch s.Desc.Type {
+		switch d.Type {
 		case metric.Counter:
 			vt = prometheus.CounterValue
 		case metric.Untyped:
 			vt = prometheus.UntypedValue
 		}
-		ch <- prometheus.MustNewConstMetric(pd, vt, s.Value)
+		ch <- prometheus.MustNewConstMetric(pd, vt, c.b.Values[i])
 	}
 }
 

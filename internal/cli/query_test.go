@@ -25,7 +25,7 @@ func queryServer(t *testing.T) (string, time.Time) {
 	t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	load := metric.NewDesc("node_load1", "", metric.Gauge)
 	for i := range 3 {
-		if err := st.AppendTick("cn01", t0.Add(time.Duration(i)*time.Second), []*metric.Desc{load}, []float64{float64(i)}); err != nil {
+		if err := st.AppendTick("cn01", t0.Add(time.Duration(i)*time.Second), []*metric.Desc{load}, []float64{float64(i)}, false); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -52,7 +52,7 @@ func TestReadmeCPUQuery(t *testing.T) {
 		for j, r := range rates {
 			vals[j] = 1000 + r*float64(i)
 		}
-		if err := st.AppendTick("cn01", t0.Add(time.Duration(i)*time.Second), descs, vals); err != nil {
+		if err := st.AppendTick("cn01", t0.Add(time.Duration(i)*time.Second), descs, vals, false); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -38,7 +38,7 @@ func TestRecordThenReplay(t *testing.T) {
 	var b metric.Batch
 	simulate.NewReplayNode("cn00001", rec, 0).Sample(time.Now(), time.Second, &b)
 	found := false
-	for _, s := range b.Samples {
+	for _, s := range b.Samples() {
 		if s.Desc.Name == "node_load1" {
 			found = true
 			if s.Value != 0.76 {

@@ -94,7 +94,7 @@ func benchServer(b *testing.B, nodes, cols, steps int) string {
 			for i := range vals {
 				vals[i] = float64(k*i+n) / 8
 			}
-			if err := s.Store().AppendTick(fmt.Sprintf("cn%05d", n), benchBase.Add(time.Duration(k)*time.Second), descs, vals); err != nil {
+			if err := s.Store().AppendTick(fmt.Sprintf("cn%05d", n), benchBase.Add(time.Duration(k)*time.Second), descs, vals, false); err != nil {
 				b.Fatal(err)
 			}
 		}

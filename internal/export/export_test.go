@@ -45,7 +45,7 @@ func startServer(t testing.TB) string {
 		ts := base.Add(time.Duration(k) * time.Second)
 		fk := float64(k)
 		if k != 2 {
-			if err := s.Store().AppendTick("cn01", ts, []*metric.Desc{load, idle, user}, []float64{fk + 0.5, 2 * fk, 0.25 * fk}); err != nil {
+			if err := s.Store().AppendTick("cn01", ts, []*metric.Desc{load, idle, user}, []float64{fk + 0.5, 2 * fk, 0.25 * fk}, false); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -56,7 +56,7 @@ func startServer(t testing.TB) string {
 		if k == 4 {
 			g = math.Inf(1)
 		}
-		if err := s.Store().AppendTick("cn02", ts, []*metric.Desc{load, idle, user, gpu}, []float64{l, 100 + 2*fk, 1 + 0.25*fk, g}); err != nil {
+		if err := s.Store().AppendTick("cn02", ts, []*metric.Desc{load, idle, user, gpu}, []float64{l, 100 + 2*fk, 1 + 0.25*fk, g}, false); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -43,7 +43,7 @@ func value(k, i int) float64 {
 func tick(k int) *metric.Batch {
 	b := &metric.Batch{Time: base.Add(time.Duration(k) * time.Second)}
 	for i, d := range descs {
-		b.Samples = append(b.Samples, metric.Sample{Desc: d, Value: value(k, i)})
+		b.Add(d, value(k, i))
 	}
 	return b
 }
@@ -91,7 +91,7 @@ func startPipeline(t *testing.T, opts store.Options, copts ...wire.ClientOptions
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.sink = p.c.Sink("cn01")
+	p.sink = p.c.Sink("cn01")(0)
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
 	p.wg.Add(3)

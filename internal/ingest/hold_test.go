@@ -38,7 +38,7 @@ func (s *flakyStore) count(what string) int {
 	return s.calls[what]
 }
 
-func (s *flakyStore) AppendTick(string, time.Time, []*metric.Desc, []float64) error {
+func (s *flakyStore) AppendTick(string, time.Time, []*metric.Desc, []float64, bool) error {
 	return s.do("tick")
 }
 func (s *flakyStore) SetUp(string, time.Time, bool) error    { return s.do("up") }

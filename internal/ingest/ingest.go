@@ -20,7 +20,8 @@ import (
 
 // Store is what ingest needs of the time-series store.
 type Store interface {
-	AppendTick(node string, t time.Time, descs []*metric.Desc, values []float64) error
+	// AppendTick stores one tick; up: with up{node}=1 in the same commit.
+	AppendTick(node string, t time.Time, descs []*metric.Desc, values []float64, up bool) error
 	SetUp(node string, t time.Time, up bool) error
 	Gap(node string, from, to time.Time) error
 }
@@ -41,11 +42,9 @@ type Handler struct {
 	log      *slog.Logger
 	live     *treestate.Liveness
 	interval time.Duration
-	upDesc   *metric.Desc
 	stats    Stats
 
-	scratch sync.Pool // *scratch: descs+values with up appended
-	clocks  clocks    // per-node clock offsets and skew (skew.go)
+	clocks clocks // per-node clock offsets and skew (skew.go)
 
 	mu      sync.Mutex
 	lastErr string
@@ -58,11 +57,6 @@ type Handler struct {
 	stopOnce sync.Once
 	maxHold  time.Duration
 	expected []string // Options.Expected, set in the liveness table by Run
-}
-
-type scratch struct {
-	descs  []*metric.Desc
-	values []float64
 }
 
 // New returns a handler; interval is the nodes' sampling interval (a node
@@ -82,11 +76,9 @@ func NewWithOptions(st Store, o Options) *Handler {
 	}
 	h := &Handler{
 		store: st, log: log.With("component", "ingest"), interval: interval,
-		live:   treestate.NewLiveness(3 * interval),
-		upDesc: metric.NewDesc("up", "1 if the node is sending, 0 if it is down.", metric.Gauge),
-		stop:   make(chan struct{}), maxHold: DefaultMaxHold, expected: o.Expected,
+		live: treestate.NewLiveness(3 * interval),
+		stop: make(chan struct{}), maxHold: DefaultMaxHold, expected: o.Expected,
 	}
-	h.scratch.New = func() any { return &scratch{} }
 	h.initClocks(o)
 	return h
 }
@@ -114,11 +106,7 @@ func (h *Handler) fail(what string, err error) {
 // Tick implements wire.Handler: store the tick with up=1.
 func (h *Handler) Tick(node string, t time.Time, descs []*metric.Desc, values []float64) {
 	h.live.Seen(node, t, time.Now())
-	s := h.scratch.Get().(*scratch)
-	s.descs = append(append(s.descs[:0], descs...), h.upDesc)
-	s.values = append(append(s.values[:0], values...), 1)
-	err := h.hold(func() error { return h.store.AppendTick(node, t, s.descs, s.values) })
-	h.scratch.Put(s)
+	err := h.hold(func() error { return h.store.AppendTick(node, t, descs, values, true) })
 	h.stats.Ticks.Add(1)
 	h.stats.Values.Add(uint64(len(values)))
 	switch {

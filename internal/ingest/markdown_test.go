@@ -16,7 +16,7 @@ type recStore struct {
 	gaps []string
 }
 
-func (r *recStore) AppendTick(string, time.Time, []*metric.Desc, []float64) error { return nil }
+func (r *recStore) AppendTick(string, time.Time, []*metric.Desc, []float64, bool) error { return nil }
 
 func (r *recStore) SetUp(node string, t time.Time, up bool) error {
 	r.mu.Lock()
@@ -63,9 +63,9 @@ func TestMarkDownStaleFromLastTick(t *testing.T) {
 
 type nopStore struct{}
 
-func (nopStore) AppendTick(string, time.Time, []*metric.Desc, []float64) error { return nil }
-func (nopStore) SetUp(string, time.Time, bool) error                           { return nil }
-func (nopStore) Gap(string, time.Time, time.Time) error                        { return nil }
+func (nopStore) AppendTick(string, time.Time, []*metric.Desc, []float64, bool) error { return nil }
+func (nopStore) SetUp(string, time.Time, bool) error                                 { return nil }
+func (nopStore) Gap(string, time.Time, time.Time) error                              { return nil }
 
 // An aggregator with thousands of children dies: every child goes down at
 // once. One op marks all of them down.

@@ -53,36 +53,52 @@ func NewDesc(name, help string, typ Type, labelPairs ...string) *Desc {
 	return d
 }
 
-// Sample is one value of one series.
+// Sample is one value of one series, as Batch.Samples lists them.
 type Sample struct {
 	Desc  *Desc
 	Value float64
 }
 
-// Batch is one collection: the samples of one tick. The owner resets and
+// Batch is one collection: the samples of one tick, as parallel slices
+// (Values[i] is the value of Descs[i]), the one shape a tick keeps from
+// plugin through encoder and decoder to store. The owner resets and
 // refills it every tick; readers must not keep it past the call that hands
 // it to them.
 type Batch struct {
-	Time    time.Time
-	Samples []Sample
+	Time   time.Time
+	Descs  []*Desc
+	Values []float64
 }
 
 // Reset empties the batch, keeping its capacity.
 func (b *Batch) Reset(t time.Time) {
 	b.Time = t
-	b.Samples = b.Samples[:0]
+	b.Descs = b.Descs[:0]
+	b.Values = b.Values[:0]
 }
 
 // Add appends one sample.
 func (b *Batch) Add(d *Desc, v float64) {
-	b.Samples = append(b.Samples, Sample{Desc: d, Value: v})
+	b.Descs = append(b.Descs, d)
+	b.Values = append(b.Values, v)
 }
 
 // Len is the number of samples.
-func (b *Batch) Len() int { return len(b.Samples) }
+func (b *Batch) Len() int { return len(b.Descs) }
 
 // CopyFrom makes b an independent copy of src, reusing b's storage.
 func (b *Batch) CopyFrom(src *Batch) {
 	b.Time = src.Time
-	b.Samples = append(b.Samples[:0], src.Samples...)
+	b.Descs = append(b.Descs[:0], src.Descs...)
+	b.Values = append(b.Values[:0], src.Values...)
+}
+
+// Samples returns a new slice pairing each descriptor with its value, for
+// tests and tools that look at a batch sample by sample (it allocates).
+func (b *Batch) Samples() []Sample {
+	out := make([]Sample, len(b.Descs))
+	for i, d := range b.Descs {
+		out[i] = Sample{d, b.Values[i]}
+	}
+	return out
 }

@@ -20,38 +20,40 @@ type TextWriter struct {
 	Timestamps bool
 	buf        []byte
 	order      []int
-	samples    []Sample
+	descs      []*Desc
+	values     []float64
 	times      []int64
 }
 
 // Write renders the samples of all batches to w.
 func (tw *TextWriter) Write(w io.Writer, batches ...*Batch) error {
-	tw.samples, tw.times = tw.samples[:0], tw.times[:0]
+	tw.descs, tw.values, tw.times = tw.descs[:0], tw.values[:0], tw.times[:0]
 	for _, b := range batches {
 		if b != nil {
-			tw.samples = append(tw.samples, b.Samples...)
+			tw.descs = append(tw.descs, b.Descs...)
+			tw.values = append(tw.values, b.Values...)
 			if tw.Timestamps {
-				for range b.Samples {
+				for range b.Descs {
 					tw.times = append(tw.times, b.Time.UnixMilli())
 				}
 			}
 		}
 	}
 	tw.order = tw.order[:0]
-	for i := range tw.samples {
+	for i := range tw.descs {
 		tw.order = append(tw.order, i)
 	}
-	s := tw.samples
+	s := tw.descs
 	slices.SortStableFunc(tw.order, func(a, b int) int {
-		if c := strings.Compare(s[a].Desc.Name, s[b].Desc.Name); c != 0 {
+		if c := strings.Compare(s[a].Name, s[b].Name); c != 0 {
 			return c
 		}
-		return compareLabels(s[a].Desc.Labels, s[b].Desc.Labels)
+		return compareLabels(s[a].Labels, s[b].Labels)
 	})
 	buf := tw.buf[:0]
 	prev := ""
 	for _, i := range tw.order {
-		d := s[i].Desc
+		d := s[i]
 		if d.Name != prev {
 			prev = d.Name
 			buf = append(buf, "# HELP "...)
@@ -66,7 +68,7 @@ func (tw *TextWriter) Write(w io.Writer, batches ...*Batch) error {
 		}
 		buf = AppendSeries(buf, d, tw.ConstLabels)
 		buf = append(buf, ' ')
-		buf = AppendFloat(buf, s[i].Value)
+		buf = AppendFloat(buf, tw.values[i])
 		if tw.Timestamps {
 			buf = append(buf, ' ')
 			buf = strconv.AppendInt(buf, tw.times[i], 10)

@@ -39,7 +39,7 @@ func fixture(t testing.TB, opts Options) (*API, *store.Store, *http.ServeMux) {
 	for i := range 10 {
 		ts := base.Add(time.Duration(i) * time.Second)
 		for n, node := range []string{"cn01", "cn02"} {
-			if err := s.AppendTick(node, ts, []*metric.Desc{load1}, []float64{float64(i + 100*n)}); err != nil {
+			if err := s.AppendTick(node, ts, []*metric.Desc{load1}, []float64{float64(i + 100*n)}, false); err != nil {
 				t.Fatal(err)
 			}
 			if err := s.SetUp(node, ts, true); err != nil {
@@ -354,7 +354,7 @@ func BenchmarkQueryRange(b *testing.B) {
 			for ts := base; ts.Before(base.Add(span)); ts = ts.Add(interval) {
 				for i, n := range names {
 					vals[0] = float64(i) + float64(ts.Unix()%60)
-					if err := s.AppendTick(n, ts, descs, vals); err != nil {
+					if err := s.AppendTick(n, ts, descs, vals, false); err != nil {
 						b.Fatal(err)
 					}
 				}

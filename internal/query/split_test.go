@@ -42,7 +42,7 @@ func counters(t *testing.T) *store.Store {
 			for j := range ctrs {
 				vals[node][j] += float64(r.IntN(1000))
 			}
-			if err := s.AppendTick(node, ts, ctrs, vals[node]); err != nil {
+			if err := s.AppendTick(node, ts, ctrs, vals[node], false); err != nil {
 				t.Fatal(err)
 			}
 		}

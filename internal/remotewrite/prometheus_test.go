@@ -167,7 +167,7 @@ func TestPrometheus(t *testing.T) {
 			b.Reset(start.Add(time.Duration(k) * time.Second))
 			b.Add(load, float64(10*i+k)+0.5)
 			b.Add(cpu, float64(100*i+k))
-			c.Batch(streams[i], &b)
+			c.Tick(streams[i], b.Time, b.Descs, b.Values)
 		}
 	}
 	last := start.Add((ticks - 1) * time.Second)

@@ -28,7 +28,7 @@ const DefaultMaxSeries = 1 << 20
 
 // Store is what the ingest path writes to (ingest.Store).
 type Store interface {
-	AppendTick(node string, t time.Time, descs []*metric.Desc, values []float64) error
+	AppendTick(node string, t time.Time, descs []*metric.Desc, values []float64, up bool) error
 	SetUp(node string, t time.Time, up bool) error
 	Gap(node string, from, to time.Time) error
 }
@@ -104,13 +104,13 @@ type tap struct {
 // AppendTick forwards a tick only when the store took all of it: samples
 // the store refused (out of order, duplicates) would make a Prometheus
 // destination answer 400 and drop the whole batch with them.
-func (t *tap) AppendTick(node string, ts time.Time, descs []*metric.Desc, values []float64) error {
-	err := t.next.AppendTick(node, ts, descs, values)
+func (t *tap) AppendTick(node string, ts time.Time, descs []*metric.Desc, values []float64, up bool) error {
+	err := t.next.AppendTick(node, ts, descs, values, up)
 	if err != nil {
 		t.w.skipped.Add(1)
 		return err
 	}
-	t.w.add(node, ts.UnixMilli(), descs, values)
+	t.w.addTick(node, ts.UnixMilli(), descs, values, up)
 	return nil
 }
 
@@ -161,8 +161,29 @@ func (w *Writer) AddLabeled(series []Labeled) {
 	w.scratch = w.scratch[:0]
 }
 
+// labelsLocked returns the encoded label set of d on node, cached.
+func (w *Writer) labelsLocked(node string, d *metric.Desc) []byte {
+	k := seriesKey{node, d}
+	ls, ok := w.series[k]
+	if !ok {
+		if len(w.series) >= w.maxSeries {
+			// Descriptors of vanished nodes or re-interned schemas pile
+			// up here; rebuilding the live ones is cheap.
+			clear(w.series)
+		}
+		ls = appendTargetLabels(nil, w.Job, node, d)
+		w.series[k] = ls
+	}
+	return ls
+}
+
 // add queues one tick for every destination.
 func (w *Writer) add(node string, t int64, descs []*metric.Desc, values []float64) {
+	w.addTick(node, t, descs, values, false)
+}
+
+// addTick is add with, if up, up{node}=1 after the values.
+func (w *Writer) addTick(node string, t int64, descs []*metric.Desc, values []float64, up bool) {
 	if len(w.queues) == 0 {
 		return
 	}
@@ -173,18 +194,10 @@ func (w *Writer) add(node string, t int64, descs []*metric.Desc, values []float6
 		if d == nil || d.Name == "" {
 			continue
 		}
-		k := seriesKey{node, d}
-		ls, ok := w.series[k]
-		if !ok {
-			if len(w.series) >= w.maxSeries {
-				// Descriptors of vanished nodes or re-interned schemas pile
-				// up here; rebuilding the live ones is cheap.
-				clear(w.series)
-			}
-			ls = appendTargetLabels(nil, w.Job, node, d)
-			w.series[k] = ls
-		}
-		w.scratch = append(w.scratch, sample{labels: ls, t: t, v: values[i]})
+		w.scratch = append(w.scratch, sample{labels: w.labelsLocked(node, d), t: t, v: values[i]})
+	}
+	if up {
+		w.scratch = append(w.scratch, sample{labels: w.labelsLocked(node, w.upDesc), t: t, v: 1})
 	}
 	for _, q := range w.queues {
 		q.push(w.scratch)

@@ -63,9 +63,9 @@ func (r *receiver) snapshot() (int, []prompb.TimeSeries) {
 // nopStore accepts everything, or fails with err.
 type nopStore struct{ err error }
 
-func (s nopStore) AppendTick(string, time.Time, []*metric.Desc, []float64) error { return s.err }
-func (s nopStore) SetUp(string, time.Time, bool) error                           { return s.err }
-func (s nopStore) Gap(string, time.Time, time.Time) error                        { return s.err }
+func (s nopStore) AppendTick(string, time.Time, []*metric.Desc, []float64, bool) error { return s.err }
+func (s nopStore) SetUp(string, time.Time, bool) error                                 { return s.err }
+func (s nopStore) Gap(string, time.Time, time.Time) error                              { return s.err }
 
 func fastConfig(url string) Config {
 	return Config{
@@ -107,7 +107,7 @@ func TestRetriesUntilAccepted(t *testing.T) {
 	d := metric.NewDesc("node_load1", "", metric.Gauge)
 	base := time.UnixMilli(1_700_000_000_000)
 	for i := range 5 {
-		if err := st.AppendTick("cn01", base.Add(time.Duration(i)*time.Second), []*metric.Desc{d}, []float64{float64(i)}); err != nil {
+		if err := st.AppendTick("cn01", base.Add(time.Duration(i)*time.Second), []*metric.Desc{d}, []float64{float64(i)}, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -147,7 +147,7 @@ func TestClientErrorDrops(t *testing.T) {
 	w := runWriter(t, cfg)
 	st := w.Tap(nopStore{})
 	a, b := metric.NewDesc("a", "", metric.Gauge), metric.NewDesc("b", "", metric.Gauge)
-	if err := st.AppendTick("cn01", time.UnixMilli(1000), []*metric.Desc{a, b}, []float64{1, 2}); err != nil {
+	if err := st.AppendTick("cn01", time.UnixMilli(1000), []*metric.Desc{a, b}, []float64{1, 2}, false); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the rejection", func() bool { return w.Status().Destinations[0].DroppedRejected == 2 })
@@ -178,7 +178,7 @@ func TestTapSkipsRefusedTicks(t *testing.T) {
 	refused := errors.New("out of order")
 	st := w.Tap(nopStore{err: refused})
 	d := metric.NewDesc("a", "", metric.Gauge)
-	if err := st.AppendTick("cn01", time.Now(), []*metric.Desc{d}, []float64{1}); !errors.Is(err, refused) {
+	if err := st.AppendTick("cn01", time.Now(), []*metric.Desc{d}, []float64{1}, false); !errors.Is(err, refused) {
 		t.Fatalf("err = %v, want the store's", err)
 	}
 	s := w.Status()

@@ -48,9 +48,13 @@ func (s *Stats) Plugin(name string) *PluginStats {
 	return nil
 }
 
-// Sink receives each tick's batch synchronously on the group's goroutine; it
-// must not keep b after returning.
-type Sink func(b *metric.Batch)
+// Sink is called once per group, with the group's index (0, 1, … in the
+// order of Groups), when the scheduler is built; the function it returns
+// (nil: none) receives each of that group's ticks synchronously on the
+// group's goroutine and must not keep b after returning. Each group thus
+// has its own destination (an upstream stream) and no one has to guess a
+// batch's group from its series.
+type Sink func(group int) func(b *metric.Batch)
 
 // Scheduler runs plugin groups, one goroutine per distinct (interval,
 // offset), ticking on wall-clock multiples of the interval plus the offset.
@@ -58,7 +62,6 @@ type Scheduler struct {
 	groups []*group
 	stats  *Stats
 	log    *slog.Logger
-	sink   Sink
 	// kernelTimer: wait for ticks on a kernel timer (UseKernelTimer).
 	kernelTimer bool
 }
@@ -71,6 +74,7 @@ type member struct {
 type group struct {
 	interval, offset time.Duration
 	members          []member
+	sink             func(b *metric.Batch)
 	cur              metric.Batch
 	mu               sync.RWMutex
 	pub              metric.Batch
@@ -85,7 +89,7 @@ func NewScheduler(insts []Instance, stats *Stats, log *slog.Logger, sink Sink) (
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Scheduler{stats: stats, log: log, sink: sink}
+	s := &Scheduler{stats: stats, log: log}
 	for _, in := range insts {
 		if in.Interval <= 0 {
 			return nil, fmt.Errorf("plugin %s: interval must be positive", in.Name)
@@ -107,8 +111,16 @@ func NewScheduler(insts []Instance, stats *Stats, log *slog.Logger, sink Sink) (
 		}
 		g.members = append(g.members, member{inst: in, stats: ps})
 	}
+	if sink != nil {
+		for i, g := range s.groups {
+			g.sink = sink(i)
+		}
+	}
 	return s, nil
 }
+
+// Groups is the number of groups; their indexes are those Sink is given.
+func (s *Scheduler) Groups() int { return len(s.groups) }
 
 // Stats returns the scheduler's accounting.
 func (s *Scheduler) Stats() *Stats { return s.stats }
@@ -187,8 +199,8 @@ func (s *Scheduler) tick(ctx context.Context, g *group, now time.Time) {
 		s.sampleOne(ctx, &g.members[i], now, &g.cur)
 	}
 	s.stats.Ticks.Add(1)
-	if s.sink != nil {
-		s.sink(&g.cur)
+	if g.sink != nil {
+		g.sink(&g.cur)
 	}
 	g.mu.Lock()
 	g.cur, g.pub = g.pub, g.cur

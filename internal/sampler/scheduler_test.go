@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -70,8 +71,8 @@ func TestPanicAndErrorsPerPlugin(t *testing.T) {
 	var b metric.Batch
 	for i := 1; i <= 3; i++ {
 		s.CollectOnce(context.Background(), time.Unix(int64(i), 0), &b)
-		if b.Len() != 1 || b.Samples[0].Desc != ok.desc || b.Samples[0].Value != float64(i) {
-			t.Fatalf("tick %d: batch %+v, want only ok_value %d", i, b.Samples, i)
+		if b.Len() != 1 || b.Samples()[0].Desc != ok.desc || b.Samples()[0].Value != float64(i) {
+			t.Fatalf("tick %d: batch %+v, want only ok_value %d", i, b.Samples(), i)
 		}
 	}
 	for name, want := range map[string]uint64{"boom": 3, "fail": 3, "absent": 0, "ok": 0} {
@@ -100,10 +101,12 @@ func TestPanicWhileRunning(t *testing.T) {
 			{Name: "ok", Plugin: ok, Interval: 100 * time.Millisecond},
 		}
 		var seen []float64
-		s, err := NewScheduler(insts, nil, quiet, func(b *metric.Batch) {
-			for _, smp := range b.Samples {
-				if smp.Desc == ok.desc {
-					seen = append(seen, smp.Value)
+		s, err := NewScheduler(insts, nil, quiet, func(int) func(*metric.Batch) {
+			return func(b *metric.Batch) {
+				for _, smp := range b.Samples() {
+					if smp.Desc == ok.desc {
+						seen = append(seen, smp.Value)
+					}
 				}
 			}
 		})
@@ -214,17 +217,25 @@ func TestOverrun(t *testing.T) {
 
 func TestNewSchedulerGroups(t *testing.T) {
 	p := func() *fakePlugin { return &fakePlugin{} }
+	var asked []int
 	s, err := NewScheduler([]Instance{
 		{Name: "a", Plugin: p(), Interval: time.Second},
 		{Name: "b", Plugin: p(), Interval: time.Second, Offset: 1500 * time.Millisecond}, // same as 500ms
 		{Name: "c", Plugin: p(), Interval: time.Second, Offset: 500 * time.Millisecond},
 		{Name: "d", Plugin: p(), Interval: 10 * time.Second},
-	}, nil, quiet, nil)
+	}, nil, quiet, func(g int) func(*metric.Batch) {
+		asked = append(asked, g)
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s.groups) != 3 {
+	if len(s.groups) != 3 || s.Groups() != 3 {
 		t.Errorf("%d groups, want 3", len(s.groups))
+	}
+	// The sink is asked once per group, for each group's own index.
+	if !slices.Equal(asked, []int{0, 1, 2}) {
+		t.Errorf("sink asked for groups %v, want [0 1 2]", asked)
 	}
 	if len(s.Stats().Plugins) != 4 {
 		t.Errorf("%d plugin stats, want 4", len(s.Stats().Plugins))

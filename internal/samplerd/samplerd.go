@@ -207,7 +207,7 @@ func New(c *Config, log *slog.Logger) (*Daemon, error) {
 		if err != nil {
 			return nil, err
 		}
-		sink = up.Sink(o.Node)
+		sink = up.Sink(o.Node) // one stream per scheduler group
 	}
 	s, err := Build(o, log, sink)
 	if err != nil {

@@ -126,7 +126,7 @@ func sendTicks(ctx context.Context, t *testing.T, addr string, nodes []string, i
 				for _, st := range streams {
 					b.Reset(now)
 					b.Add(load, 1)
-					c.Batch(st, &b)
+					c.Tick(st, b.Time, b.Descs, b.Values)
 				}
 			}
 		}

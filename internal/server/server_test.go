@@ -281,7 +281,7 @@ func TestServeShutsDownAndClosesStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Store().AppendTick("cn01", base, []*metric.Desc{metric.NewDesc("m", "", metric.Gauge)}, []float64{1}); err != nil {
+	if err := s.Store().AppendTick("cn01", base, []*metric.Desc{metric.NewDesc("m", "", metric.Gauge)}, []float64{1}, false); err != nil {
 		t.Fatal(err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -373,7 +373,7 @@ func TestPromtool(t *testing.T) {
 	for i := range 4 {
 		ts := base.Add(time.Duration(i) * 10 * time.Second)
 		for n, node := range []string{"cn01", "cn02"} {
-			if err := s.Store().AppendTick(node, ts, []*metric.Desc{load}, []float64{float64(i*10 + n)}); err != nil {
+			if err := s.Store().AppendTick(node, ts, []*metric.Desc{load}, []float64{float64(i*10 + n)}, false); err != nil {
 				t.Fatal(err)
 			}
 			if err := s.Store().SetUp(node, ts, n == 0); err != nil {
@@ -437,7 +437,7 @@ func TestStream(t *testing.T) {
 		var b metric.Batch
 		b.Reset(now)
 		b.Add(load, float64(i)+0.5)
-		c.Batch(c.NewStream(node), &b)
+		c.Tick(c.NewStream(node), b.Time, b.Descs, b.Values)
 	}
 	at := strconv.FormatInt(now.Unix(), 10)
 	var got string

@@ -45,7 +45,7 @@ func testStreamTargetLabels(t *testing.T, job string) {
 	b.Reset(now)
 	b.Add(load, 0.5)
 	b.Add(numa, 4096)
-	c.Batch(c.NewStream("cn01"), &b)
+	c.Tick(c.NewStream("cn01"), b.Time, b.Descs, b.Values)
 	at := strconv.FormatInt(now.Unix(), 10)
 	q := url.QueryEscape(`{instance="cn01",job="` + job + `"}`)
 	var got string

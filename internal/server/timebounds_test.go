@@ -80,7 +80,7 @@ func TestStreamClockSkewFlagged(t *testing.T) {
 				b.Reset(now)
 			}
 			b.Add(load, 1)
-			c.Batch(cs, &b)
+			c.Tick(cs, b.Time, b.Descs, b.Values)
 		}
 		got = getJSON(t, srv+"/api/v1/query?query="+q)
 		if strings.Contains(got, `"vigil_node_clock_skew","instance":"fast","job":"node","node":"fast"`) && strings.Contains(got, `"node_load1","instance":"cn01","job":"node","node":"cn01"`) {

@@ -46,7 +46,7 @@ func TestRecordingReplayContinuesCountersExactly(t *testing.T) {
 	for range 7 { // ticks 2, 3, then 0..3 and 0 of the second and third pass
 		b.Reset(time.Now())
 		n.Sample(time.Now(), time.Second, &b)
-		for _, s := range b.Samples {
+		for _, s := range b.Samples() {
 			got[s.Desc.Name] = append(got[s.Desc.Name], s.Value)
 		}
 	}

@@ -174,7 +174,7 @@ func (g *group) run(ctx context.Context) {
 		for i, n := range g.nodes {
 			b.Reset(next)
 			n.Sample(next, dt, &b)
-			g.client.Batch(g.streams[i], &b)
+			g.client.Tick(g.streams[i], b.Time, b.Descs, b.Values)
 			g.produced.observe(time.Since(next))
 		}
 		last = next

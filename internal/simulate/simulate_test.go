@@ -31,7 +31,7 @@ func TestNodeData(t *testing.T) {
 		t.Fatalf("%d values per tick, schema says %d; want about 300", n, sch.Len())
 	}
 	names := map[string]bool{}
-	for _, s := range ticks[0].Samples {
+	for _, s := range ticks[0].Samples() {
 		names[s.Desc.Name] = true
 	}
 	for _, want := range []string{"node_cpu_seconds_total", "node_load1", "node_memory_MemFree_bytes",
@@ -43,7 +43,7 @@ func TestNodeData(t *testing.T) {
 	}
 	unchanged, changed := 0, 0
 	for i := 1; i < len(ticks); i++ {
-		prev, cur := ticks[i-1].Samples, ticks[i].Samples
+		prev, cur := ticks[i-1].Samples(), ticks[i].Samples()
 		if len(prev) != len(cur) {
 			t.Fatalf("tick %d: %d values after %d", i, len(cur), len(prev))
 		}
@@ -71,10 +71,10 @@ func TestNodeData(t *testing.T) {
 	}
 	// CPU time per core adds up to the elapsed time (USER_HZ resolution).
 	var sum0, sum1 float64
-	for k, s := range ticks[0].Samples {
+	for k, s := range ticks[0].Samples() {
 		if s.Desc.Name == "node_cpu_seconds_total" && s.Desc.Labels[0].Value == "3" {
 			sum0 += s.Value
-			sum1 += ticks[100].Samples[k].Value
+			sum1 += ticks[100].Samples()[k].Value
 		}
 	}
 	if d := sum1 - sum0; math.Abs(d-100) > 1 {
@@ -87,15 +87,15 @@ func TestNodesDiffer(t *testing.T) {
 	a := sampleTicks(NewNode("cn00001", sch, 1), 2, time.Second)
 	b := sampleTicks(NewNode("cn00002", sch, 2), 2, time.Second)
 	same := 0
-	for k := range a[1].Samples {
-		if a[1].Samples[k].Value == b[1].Samples[k].Value {
+	for k := range a[1].Samples() {
+		if a[1].Samples()[k].Value == b[1].Samples()[k].Value {
 			same++
 		}
 	}
-	if same > len(a[1].Samples)/2 {
-		t.Errorf("%d of %d values equal on two nodes", same, len(a[1].Samples))
+	if same > len(a[1].Samples())/2 {
+		t.Errorf("%d of %d values equal on two nodes", same, len(a[1].Samples()))
 	}
-	if a[0].Samples[0].Desc != b[0].Samples[0].Desc {
+	if a[0].Samples()[0].Desc != b[0].Samples()[0].Desc {
 		t.Error("nodes of one schema do not share descriptors")
 	}
 }

@@ -38,7 +38,7 @@ func BenchmarkAppendTickParallel(b *testing.B) {
 			if n == 0 {
 				t = t.Add(100 * time.Millisecond)
 			}
-			if err := s.AppendTick(nodes[n], t, descs, vals); err != nil {
+			if err := s.AppendTick(nodes[n], t, descs, vals, false); err != nil {
 				b.Error(err)
 				return
 			}

@@ -97,7 +97,7 @@ func TestDiskFullTornWALKeepsAcknowledged(t *testing.T) {
 	var acked []int
 	k := 0
 	for ; k < 10000; k++ {
-		err = s.AppendTick("cn01", tickTime(k), fullDescs, tickValues(k))
+		err = s.AppendTick("cn01", tickTime(k), fullDescs, tickValues(k), false)
 		if err != nil {
 			break
 		}
@@ -108,7 +108,7 @@ func TestDiskFullTornWALKeepsAcknowledged(t *testing.T) {
 	if !errors.As(err, &nw) || !errors.Is(err, ErrNotWritable) || nw.Reason != "disk_full" {
 		t.Fatalf("append on a full disk: %v, want a disk_full NotWritableError", err)
 	}
-	if err := s.AppendTick("cn01", tickTime(k+1), fullDescs, tickValues(k+1)); !errors.Is(err, ErrNotWritable) {
+	if err := s.AppendTick("cn01", tickTime(k+1), fullDescs, tickValues(k+1), false); !errors.Is(err, ErrNotWritable) {
 		t.Fatalf("append after a failed write: %v, want ErrNotWritable", err)
 	}
 	checkTicks(t, s, "cn01", acked) // still readable
@@ -121,7 +121,7 @@ func TestDiskFullTornWALKeepsAcknowledged(t *testing.T) {
 		t.Fatalf("after space returned: %v", err)
 	}
 	for end := k + 100; k < end; k++ {
-		if err := s.AppendTick("cn01", tickTime(k), fullDescs, tickValues(k)); err != nil {
+		if err := s.AppendTick("cn01", tickTime(k), fullDescs, tickValues(k), false); err != nil {
 			out, _ := exec.Command("sh", "-c", "df -k "+dir+"; ls -laR "+dir).CombinedOutput()
 			t.Fatalf("append after recovery: %v\n%s", err, out)
 		}
@@ -148,14 +148,14 @@ func TestRestartWhileDiskFull(t *testing.T) {
 	}
 	var acked []int
 	for k := range 20 {
-		if err := s.AppendTick("cn01", tickTime(k), fullDescs, tickValues(k)); err != nil {
+		if err := s.AppendTick("cn01", tickTime(k), fullDescs, tickValues(k), false); err != nil {
 			t.Fatal(err)
 		}
 		acked = append(acked, k)
 	}
 	filler := testutil.Fill(t, dir, "filler")
 	for k := 20; k < 30; k++ {
-		if err := s.AppendTick("cn01", tickTime(k), fullDescs, tickValues(k)); err == nil {
+		if err := s.AppendTick("cn01", tickTime(k), fullDescs, tickValues(k), false); err == nil {
 			acked = append(acked, k)
 		}
 	}
@@ -172,7 +172,7 @@ func TestRestartWhileDiskFull(t *testing.T) {
 		t.Fatalf("store opened on a full disk says writable: %v", err)
 	}
 	checkTicks(t, s, "cn01", acked)
-	if err := s.AppendTick("cn01", tickTime(40), fullDescs, tickValues(40)); !errors.Is(err, ErrNotWritable) {
+	if err := s.AppendTick("cn01", tickTime(40), fullDescs, tickValues(40), false); !errors.Is(err, ErrNotWritable) {
 		t.Fatalf("append on a full disk: %v, want ErrNotWritable", err)
 	}
 	if err := os.Remove(filler); err != nil {
@@ -182,7 +182,7 @@ func TestRestartWhileDiskFull(t *testing.T) {
 	if err := s.Writable(); err != nil {
 		t.Fatalf("after space returned: %v", err)
 	}
-	if err := s.AppendTick("cn01", tickTime(41), fullDescs, tickValues(41)); err != nil {
+	if err := s.AppendTick("cn01", tickTime(41), fullDescs, tickValues(41), false); err != nil {
 		t.Fatal(err)
 	}
 	checkTicks(t, s, "cn01", append(acked, 41))
@@ -221,7 +221,7 @@ func tornStore(t *testing.T, dir string, n int) (seg string, acked []int) {
 		t.Fatal(err)
 	}
 	for k := range n {
-		if err := s.AppendTick("cn01", tickTime(k), fullDescs, tickValues(k)); err != nil {
+		if err := s.AppendTick("cn01", tickTime(k), fullDescs, tickValues(k), false); err != nil {
 			t.Fatal(err)
 		}
 		acked = append(acked, k)
@@ -313,7 +313,7 @@ func TestLowFreeSpaceReadOnlyThenResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.AppendTick("cn01", tickTime(0), fullDescs, tickValues(0)); err != nil {
+	if err := s.AppendTick("cn01", tickTime(0), fullDescs, tickValues(0), false); err != nil {
 		t.Fatal(err)
 	}
 	filler := testutil.Fill(t, dir, "filler")
@@ -323,7 +323,7 @@ func TestLowFreeSpaceReadOnlyThenResumes(t *testing.T) {
 	}
 	waitFor(t, "read-only", func() bool { return s.Writable() != nil })
 	var nw *NotWritableError
-	if err := s.AppendTick("cn01", tickTime(1), fullDescs, tickValues(1)); !errors.As(err, &nw) || nw.Reason != "disk_full" {
+	if err := s.AppendTick("cn01", tickTime(1), fullDescs, tickValues(1), false); !errors.As(err, &nw) || nw.Reason != "disk_full" {
 		t.Fatalf("append below min free: %v, want a disk_full NotWritableError", err)
 	}
 	if err := s.SetUp("cn01", tickTime(1), false); !errors.Is(err, ErrNotWritable) {
@@ -347,7 +347,7 @@ func TestLowFreeSpaceReadOnlyThenResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "writable", func() bool { return s.Writable() == nil })
-	if err := s.AppendTick("cn01", tickTime(3), fullDescs, tickValues(3)); err != nil {
+	if err := s.AppendTick("cn01", tickTime(3), fullDescs, tickValues(3), false); err != nil {
 		t.Fatal(err)
 	}
 	checkTicks(t, s, "cn01", []int{0, 3})
@@ -377,7 +377,7 @@ func TestInjectedCommitFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.AppendTick("cn01", tickTime(0), fullDescs, tickValues(0)); err != nil {
+	if err := s.AppendTick("cn01", tickTime(0), fullDescs, tickValues(0), false); err != nil {
 		t.Fatal(err)
 	}
 	g := s.gen.Load()
@@ -392,7 +392,7 @@ func TestInjectedCommitFailure(t *testing.T) {
 	if err := late.Commit(); !errors.Is(err, ErrNotWritable) {
 		t.Fatalf("commit after a failed one: %v, want ErrNotWritable", err)
 	}
-	if err := s.AppendTick("cn01", tickTime(2), fullDescs, tickValues(2)); !errors.Is(err, ErrNotWritable) {
+	if err := s.AppendTick("cn01", tickTime(2), fullDescs, tickValues(2), false); !errors.Is(err, ErrNotWritable) {
 		t.Fatalf("append after a failed commit: %v", err)
 	}
 	if v := promtest.ToFloat64(s.dur.failures.WithLabelValues("disk_full")); v != 1 {
@@ -405,7 +405,7 @@ func TestInjectedCommitFailure(t *testing.T) {
 	if v := promtest.ToFloat64(s.dur.reopens); v != 1 {
 		t.Errorf("reopens = %v, want 1", v)
 	}
-	if err := s.AppendTick("cn01", tickTime(3), fullDescs, tickValues(3)); err != nil {
+	if err := s.AppendTick("cn01", tickTime(3), fullDescs, tickValues(3), false); err != nil {
 		t.Fatal(err)
 	}
 	checkTicks(t, s, "cn01", []int{0, 3})
@@ -468,7 +468,7 @@ func TestConcurrentCommitAfterWALFailure(t *testing.T) {
 	if n != 2 {
 		t.Fatalf("found %d WAL/WBL write-failure counters, want 2", n)
 	}
-	if err := s.AppendTick("cn01", tickTime(0), fullDescs, tickValues(0)); err != nil {
+	if err := s.AppendTick("cn01", tickTime(0), fullDescs, tickValues(0), false); err != nil {
 		t.Fatal(err)
 	}
 	// As if another commit, still in flight, had failed its WAL write
@@ -476,7 +476,7 @@ func TestConcurrentCommitAfterWALFailure(t *testing.T) {
 	g := s.gen.Load()
 	g.walBase--
 	s.dur.inflight.Add(1)
-	err = s.AppendTick("cn01", tickTime(1), fullDescs, tickValues(1))
+	err = s.AppendTick("cn01", tickTime(1), fullDescs, tickValues(1), false)
 	s.dur.inflight.Add(-1)
 	if !errors.Is(err, ErrNotWritable) {
 		t.Fatalf("commit after another's WAL failure: %v, want ErrNotWritable", err)
@@ -485,7 +485,7 @@ func TestConcurrentCommitAfterWALFailure(t *testing.T) {
 		t.Fatal("store still writable after a WAL failure")
 	}
 	s.check() // reopens
-	if err := s.AppendTick("cn01", tickTime(2), fullDescs, tickValues(2)); err != nil {
+	if err := s.AppendTick("cn01", tickTime(2), fullDescs, tickValues(2), false); err != nil {
 		t.Fatalf("after reopening: %v", err)
 	}
 }
@@ -513,7 +513,7 @@ func TestDiskFullConcurrentKeepsAcknowledged(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for k := 0; k < 10000; k++ {
-				if err := s.AppendTick(node, tickTime(k), fullDescs, tickValues(k)); err != nil {
+				if err := s.AppendTick(node, tickTime(k), fullDescs, tickValues(k), false); err != nil {
 					if !errors.Is(err, ErrNotWritable) {
 						t.Errorf("%s: %v, want ErrNotWritable", node, err)
 					}
@@ -530,7 +530,7 @@ func TestDiskFullConcurrentKeepsAcknowledged(t *testing.T) {
 	s.check() // reopens
 	for i, node := range nodes {
 		k := 20000
-		if err := s.AppendTick(node, tickTime(k), fullDescs, tickValues(k)); err != nil {
+		if err := s.AppendTick(node, tickTime(k), fullDescs, tickValues(k), false); err != nil {
 			t.Fatalf("append after recovery: %v", err)
 		}
 		acked[i] = append(acked[i], k)

@@ -31,7 +31,7 @@ func Example() {
 	t0 := time.Unix(1_700_000_000, 0) // the past: the store refuses samples more than 10 min ahead
 	for i := range 3 {
 		t := t0.Add(time.Duration(i) * time.Second)
-		if err := s.AppendTick("cn01", t, []*metric.Desc{load}, []float64{0.5 * float64(i)}); err != nil {
+		if err := s.AppendTick("cn01", t, []*metric.Desc{load}, []float64{0.5 * float64(i)}, false); err != nil {
 			panic(err)
 		}
 	}

@@ -35,11 +35,11 @@ func TestSeriesLimitPerNode(t *testing.T) {
 	vals := make([]float64, len(ds))
 	t0 := time.Unix(1_700_000_000, 0)
 	for i := range 3 {
-		if err := s.AppendTick("cn01", t0.Add(time.Duration(i)*time.Second), ds, vals); err != nil {
+		if err := s.AppendTick("cn01", t0.Add(time.Duration(i)*time.Second), ds, vals, false); err != nil {
 			t.Fatalf("tick %d: %v", i, err)
 		}
 	}
-	if err := s.AppendTick("cn02", t0, ds[:3], vals[:3]); err != nil {
+	if err := s.AppendTick("cn02", t0, ds[:3], vals[:3], false); err != nil {
 		t.Fatal(err)
 	}
 	got := readAll(t, s, labels.MustNewMatcher(labels.MatchRegexp, labels.MetricName, ".+"))
@@ -68,11 +68,11 @@ func TestSeriesLimitHead(t *testing.T) {
 	s := openT(t, t.TempDir())
 	t0 := time.Unix(1_700_000_000, 0)
 	ds := descs("m", 4)
-	if err := s.AppendTick("cn01", t0, ds, make([]float64, 4)); err != nil {
+	if err := s.AppendTick("cn01", t0, ds, make([]float64, 4), false); err != nil {
 		t.Fatal(err)
 	}
 	s.LimitSeries(SeriesLimits{MaxHeadSeries: 4})
-	if err := s.AppendTick("cn01", t0.Add(time.Second), ds, make([]float64, 4)); err != nil {
+	if err := s.AppendTick("cn01", t0.Add(time.Second), ds, make([]float64, 4), false); err != nil {
 		t.Fatal(err)
 	}
 	app := s.Appender(context.Background())

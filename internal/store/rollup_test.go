@@ -42,7 +42,7 @@ func writeRaw(t *testing.T, s *Store, from, to int) {
 			}
 			continue
 		}
-		if err := s.AppendTick("cn01", base.Add(time.Duration(sec)*time.Second), descs, []float64{rollVal(sec)}); err != nil {
+		if err := s.AppendTick("cn01", base.Add(time.Duration(sec)*time.Second), descs, []float64{rollVal(sec)}, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -328,7 +328,7 @@ func TestRollupPartialFirstMinute(t *testing.T) {
 	defer s.Close()
 	start := base.Add(10 * time.Second)
 	for i := range 5 {
-		if err := s.AppendTick("cn01", start.Add(time.Duration(i)*time.Second), []*metric.Desc{load1}, []float64{float64(i)}); err != nil {
+		if err := s.AppendTick("cn01", start.Add(time.Duration(i)*time.Second), []*metric.Desc{load1}, []float64{float64(i)}, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -353,7 +353,7 @@ func TestRollupRunCatchesUp(t *testing.T) {
 	now := time.Now()
 	first := now.Add(-10 * time.Minute).Truncate(time.Minute)
 	for ts := first; ts.Before(now.Add(-5 * time.Minute)); ts = ts.Add(time.Second) {
-		if err := s.AppendTick("cn01", ts, []*metric.Desc{load1}, []float64{1}); err != nil {
+		if err := s.AppendTick("cn01", ts, []*metric.Desc{load1}, []float64{1}, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -393,7 +393,7 @@ func TestRollupWritesBlocksNotHead(t *testing.T) {
 	t0 := time.Now().Add(-20 * time.Minute).Truncate(time.Minute)
 	for sec := range 5 * 60 {
 		for n := range nodes {
-			if err := s.AppendTick("cn"+strconv.Itoa(n), t0.Add(time.Duration(sec)*time.Second), descs, []float64{float64(n)}); err != nil {
+			if err := s.AppendTick("cn"+strconv.Itoa(n), t0.Add(time.Duration(sec)*time.Second), descs, []float64{float64(n)}, false); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -435,7 +435,7 @@ func TestRollupRangeNearNowKeepsEveryRawSample(t *testing.T) {
 	start := base.Add(25 * time.Second) // mid-minute, as a server starts
 	const n = 4*60 + 10                 // 1 s samples for a few minutes
 	for i := range n {
-		if err := s.AppendTick("cn01", start.Add(time.Duration(i)*time.Second), []*metric.Desc{load1}, []float64{float64(i)}); err != nil {
+		if err := s.AppendTick("cn01", start.Add(time.Duration(i)*time.Second), []*metric.Desc{load1}, []float64{float64(i)}, false); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -108,7 +108,7 @@ func TestScaledSeriesStoredAsIntegersAndReadExactly(t *testing.T) {
 			vals[2] = math.Pi
 		}
 		want = append(want, vals)
-		if err := s.AppendTick("cn01", base.Add(time.Duration(i)*time.Second), descs, vals); err != nil {
+		if err := s.AppendTick("cn01", base.Add(time.Duration(i)*time.Second), descs, vals, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -217,7 +217,7 @@ func BenchmarkReadScaled(b *testing.B) {
 				vals[i] = float64(k * (150 + i%7))
 			}
 		}
-		if err := s.AppendTick("cn01", base.Add(time.Duration(k)*time.Second), descs, vals); err != nil {
+		if err := s.AppendTick("cn01", base.Add(time.Duration(k)*time.Second), descs, vals, false); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -273,7 +273,7 @@ func TestLegacyDataDirStaysUnscaled(t *testing.T) {
 	if s.scaled {
 		t.Fatal("legacy directory switched to integer storage")
 	}
-	if err := s.AppendTick("cn01", base, []*metric.Desc{cpuU}, []float64{12.34}); err != nil {
+	if err := s.AppendTick("cn01", base, []*metric.Desc{cpuU}, []float64{12.34}, false); err != nil {
 		t.Fatal(err)
 	}
 	raw := readAll(t, rawQueryable{s}, labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, cpuU.Name))

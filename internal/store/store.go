@@ -33,7 +33,8 @@ import (
 // (targets.go).
 const NodeLabel = metric.NodeLabel
 
-// upDesc describes the up series SetUp writes.
+// upDesc describes the up series SetUp and AppendTick (with up) write;
+// read only.
 var upDesc = metric.NewDesc("up", "1 if the node is sending, 0 if it is down.", metric.Gauge)
 
 // Defaults for Options fields left zero.
@@ -318,10 +319,11 @@ func sampleRejected(err error) bool {
 }
 
 // AppendTick stores one tick of one node: values[i] is the value of
-// descs[i], each series labelled node=NODE. It commits once. Descriptors
+// descs[i], each series labelled node=NODE, and with up also up{node}=1
+// (a live node's tick, as ingest stores it). It commits once. Descriptors
 // are cached by pointer, so a steady-state tick builds no label sets; the
 // caller keeps descs alive and unchanged, as metric.Desc requires.
-func (s *Store) AppendTick(node string, t time.Time, descs []*metric.Desc, values []float64) error {
+func (s *Store) AppendTick(node string, t time.Time, descs []*metric.Desc, values []float64, up bool) error {
 	if node == "" {
 		return errors.New("store: append tick: empty node name")
 	}
@@ -329,7 +331,11 @@ func (s *Store) AppendTick(node string, t time.Time, descs []*metric.Desc, value
 		return fmt.Errorf("store: append tick for node %q: %d descriptors but %d values", node, len(descs), len(values))
 	}
 	ts := t.UnixMilli()
-	if err := s.refuseFuture(node, ts, len(descs)); err != nil {
+	total := len(descs)
+	if up {
+		total++
+	}
+	if err := s.refuseFuture(node, ts, total); err != nil {
 		return err
 	}
 	nc := s.node(node)
@@ -341,13 +347,17 @@ func (s *Store) AppendTick(node string, t time.Time, descs []*metric.Desc, value
 		return err
 	}
 	var rej *RejectedError
-	for i, d := range descs {
+	var again []resent
+	for i := range total {
+		d, v := upDesc, 1.0
+		if i < len(descs) {
+			d, v = descs[i], values[i]
+		}
 		sr, err := s.ref(nc, node, d)
 		if err != nil {
 			s.rollback(app, g)
 			return err
 		}
-		v := values[i]
 		if sr.dec != nil {
 			if j, ok := sr.dec.encode(v); ok {
 				v = j
@@ -368,12 +378,12 @@ func (s *Store) AppendTick(node string, t time.Time, descs []*metric.Desc, value
 			if ref != 0 {
 				sr.ref = ref
 			}
+		case olderThanHead(err):
+			// Maybe a tick sent again (its acknowledgement was lost):
+			// judged against what is stored once committed.
+			again = append(again, resent{sr.lset, v, err})
 		case sampleRejected(err):
-			if rej == nil {
-				rej = &RejectedError{Node: node, Total: len(descs), First: fmt.Errorf("%s: %w", sr.lset, err)}
-			}
-			rej.Rejected++
-			s.rejects.add(rejectReason(err), node, 1)
+			rej = rej.add(s, node, total, sr.lset, err)
 		default:
 			s.rollback(app, g)
 			return fmt.Errorf("store: append %s: %w", sr.lset, err)
@@ -381,6 +391,17 @@ func (s *Store) AppendTick(node string, t time.Time, descs []*metric.Desc, value
 	}
 	if err := s.commit(app, g); err != nil {
 		return err // already says why; the node adds nothing a retry needs
+	}
+	if len(again) > 0 {
+		stored, err := s.storedAt(g, node, ts, again)
+		if err != nil {
+			return err
+		}
+		for i, r := range again {
+			if !stored[i] {
+				rej = rej.add(s, node, total, r.lset, r.err)
+			}
+		}
 	}
 	if n := s.ticks.Add(1); n%4096 == 0 {
 		s.sweep()
@@ -392,15 +413,63 @@ func (s *Store) AppendTick(node string, t time.Time, descs []*metric.Desc, value
 	return nil
 }
 
-// AppendBatch is AppendTick for a metric.Batch; it allocates two slices
-// per call, so hot paths call AppendTick with their own.
-func (s *Store) AppendBatch(node string, b *metric.Batch) error {
-	descs := make([]*metric.Desc, len(b.Samples))
-	values := make([]float64, len(b.Samples))
-	for i, smp := range b.Samples {
-		descs[i], values[i] = smp.Desc, smp.Value
+// add counts one refused sample of an AppendTick of total samples,
+// creating the error on the first.
+func (e *RejectedError) add(s *Store, node string, total int, lset labels.Labels, err error) *RejectedError {
+	if e == nil {
+		e = &RejectedError{Node: node, Total: total, First: fmt.Errorf("%s: %w", lset, err)}
 	}
-	return s.AppendTick(node, b.Time, descs, values)
+	e.Rejected++
+	s.rejects.add(rejectReason(err), node, 1)
+	return e
+}
+
+// resent is a sample the head refused as older than its series' latest.
+type resent struct {
+	lset labels.Labels
+	v    float64
+	err  error
+}
+
+// olderThanHead tells the refusals of a sample older than what its
+// series holds: a duplicate of a stored one is not a conflict.
+func olderThanHead(err error) bool {
+	return errors.Is(err, storage.ErrOutOfOrderSample) || errors.Is(err, storage.ErrTooOldSample) || errors.Is(err, storage.ErrOutOfBounds)
+}
+
+// storedAt reports for each of again whether the store already holds that
+// very sample (same series, time and value bits): a tick a sender sent
+// again after a lost connection, whose first copy was committed but not
+// acknowledged. Those count as stored. It reads the node's series at ts.
+func (s *Store) storedAt(g *generation, node string, ts int64, again []resent) ([]bool, error) {
+	q, err := g.db.Querier(ts, ts)
+	if err != nil {
+		return nil, fmt.Errorf("store: node %q: read back a tick sent again: %w", node, err)
+	}
+	defer q.Close()
+	byHash := make(map[uint64][]int, len(again))
+	for i, r := range again {
+		h := r.lset.Hash()
+		byHash[h] = append(byHash[h], i)
+	}
+	stored := make([]bool, len(again))
+	set := q.Select(context.Background(), false, nil, labels.MustNewMatcher(labels.MatchEqual, NodeLabel, node))
+	var it chunkenc.Iterator
+	for set.Next() {
+		series := set.At()
+		lset := series.Labels()
+		for _, i := range byHash[lset.Hash()] {
+			if !labels.Equal(lset, again[i].lset) {
+				continue
+			}
+			it = series.Iterator(it)
+			if it.Seek(ts) == chunkenc.ValFloat {
+				t, v := it.At()
+				stored[i] = t == ts && math.Float64bits(v) == math.Float64bits(again[i].v)
+			}
+		}
+	}
+	return stored, set.Err()
 }
 
 // SetUp writes up{node=NODE} as 1 or 0 at t.

@@ -81,7 +81,7 @@ func TestAppendTickRoundTrip(t *testing.T) {
 			if node == "cn02" {
 				v += 100
 			}
-			if err := s.AppendTick(node, base.Add(time.Duration(i)*time.Second), descs, []float64{v, v * 2}); err != nil {
+			if err := s.AppendTick(node, base.Add(time.Duration(i)*time.Second), descs, []float64{v, v * 2}, false); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -107,16 +107,15 @@ func TestAppendTickRoundTrip(t *testing.T) {
 	}
 }
 
-func TestAppendBatchAndUp(t *testing.T) {
+// A tick appended with up writes up{node}=1 alongside, and SetUp later
+// writes 0 on the same series.
+func TestAppendTickWithUp(t *testing.T) {
 	s := openT(t, t.TempDir())
 	defer s.Close()
 	var b metric.Batch
 	b.Reset(base)
 	b.Add(load1, 1.5)
-	if err := s.AppendBatch("cn07", &b); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.SetUp("cn07", base, true); err != nil {
+	if err := s.AppendTick("cn07", b.Time, b.Descs, b.Values, true); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.SetUp("cn07", base.Add(time.Second), false); err != nil {
@@ -149,7 +148,7 @@ func TestAppendTickErrors(t *testing.T) {
 		{"reserved label", "cn01", []*metric.Desc{bad}, []float64{1}, `a label name is empty or "__name__"`},
 		{"nil desc", "cn01", []*metric.Desc{nil}, []float64{1}, "without a metric name"},
 	} {
-		err := s.AppendTick(tc.node, base, tc.descs, tc.vals)
+		err := s.AppendTick(tc.node, base, tc.descs, tc.vals, false)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want it to contain %q", tc.name, err, tc.want)
 		}
@@ -162,11 +161,11 @@ func TestAppendTickErrors(t *testing.T) {
 func TestOutOfOrderSampleRejectedRestCommitted(t *testing.T) {
 	s := openT(t, t.TempDir())
 	defer s.Close()
-	if err := s.AppendTick("cn01", base.Add(time.Second), []*metric.Desc{load1}, []float64{1}); err != nil {
+	if err := s.AppendTick("cn01", base.Add(time.Second), []*metric.Desc{load1}, []float64{1}, false); err != nil {
 		t.Fatal(err)
 	}
 	// load1 goes back in time, cpuU is new: one rejected, one stored.
-	err := s.AppendTick("cn01", base, []*metric.Desc{load1, cpuU}, []float64{9, 3})
+	err := s.AppendTick("cn01", base, []*metric.Desc{load1, cpuU}, []float64{9, 3}, false)
 	var rej *RejectedError
 	if !errors.As(err, &rej) || rej.Rejected != 1 || rej.Total != 2 || !errors.Is(err, storage.ErrOutOfOrderSample) {
 		t.Fatalf("err = %v, want 1 of 2 rejected as out of order", err)
@@ -188,15 +187,15 @@ func TestGapWritesStaleMarkers(t *testing.T) {
 	defer s.Close()
 	descs := []*metric.Desc{load1, cpuU}
 	for i := range 3 {
-		if err := s.AppendTick("cn01", base.Add(time.Duration(i)*time.Second), descs, []float64{1, 2}); err != nil {
+		if err := s.AppendTick("cn01", base.Add(time.Duration(i)*time.Second), descs, []float64{1, 2}, false); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.AppendTick("cn02", base.Add(time.Duration(i)*time.Second), descs, []float64{1, 2}); err != nil {
+		if err := s.AppendTick("cn02", base.Add(time.Duration(i)*time.Second), descs, []float64{1, 2}, false); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// cpuU of cn01 already has a sample at the gap start: not marked.
-	if err := s.AppendTick("cn01", base.Add(3*time.Second), []*metric.Desc{cpuU}, []float64{5}); err != nil {
+	if err := s.AppendTick("cn01", base.Add(3*time.Second), []*metric.Desc{cpuU}, []float64{5}, false); err != nil {
 		t.Fatal(err)
 	}
 	from, to := base.Add(3*time.Second), base.Add(30*time.Second)
@@ -222,7 +221,7 @@ func TestGapWritesStaleMarkers(t *testing.T) {
 		t.Errorf("reversed gap: err = %v", err)
 	}
 	// Data after the gap appends normally.
-	if err := s.AppendTick("cn01", to, descs, []float64{7, 8}); err != nil {
+	if err := s.AppendTick("cn01", to, descs, []float64{7, 8}, false); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -230,7 +229,7 @@ func TestGapWritesStaleMarkers(t *testing.T) {
 func TestReopenAfterClose(t *testing.T) {
 	dir := t.TempDir()
 	s := openT(t, dir)
-	if err := s.AppendTick("cn01", base, []*metric.Desc{load1}, []float64{4}); err != nil {
+	if err := s.AppendTick("cn01", base, []*metric.Desc{load1}, []float64{4}, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -242,7 +241,7 @@ func TestReopenAfterClose(t *testing.T) {
 		t.Errorf("after reopen: %v", got)
 	}
 	// The cache is empty after reopen but appends continue the same series.
-	if err := s.AppendTick("cn01", base.Add(time.Second), []*metric.Desc{load1}, []float64{5}); err != nil {
+	if err := s.AppendTick("cn01", base.Add(time.Second), []*metric.Desc{load1}, []float64{5}, false); err != nil {
 		t.Fatal(err)
 	}
 	if got := readAll(t, s, labels.MustNewMatcher(labels.MatchEqual, NodeLabel, "cn01")); len(got[`{__name__="node_load1", node="cn01"}`]) != 2 {
@@ -267,7 +266,7 @@ func TestSteadyStateSkipsLabelBuilding(t *testing.T) {
 	ts := base
 	tick := func() {
 		ts = ts.Add(time.Second)
-		if err := s.AppendTick("cn01", ts, descs, vals); err != nil {
+		if err := s.AppendTick("cn01", ts, descs, vals, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -295,7 +294,7 @@ func TestCrashChild(t *testing.T) {
 	}
 	descs := []*metric.Desc{load1, cpuU}
 	for i := 0; ; i++ {
-		if err := s.AppendTick("cn01", base.Add(time.Duration(i)*time.Second), descs, []float64{float64(i), float64(i)}); err != nil {
+		if err := s.AppendTick("cn01", base.Add(time.Duration(i)*time.Second), descs, []float64{float64(i), float64(i)}, false); err != nil {
 			fmt.Println("error", err)
 			os.Exit(3)
 		}
@@ -355,7 +354,7 @@ func TestKillDuringIngest(t *testing.T) {
 		}
 	}
 	// The store accepts new ticks after the replay.
-	if err := s.AppendTick("cn01", base.Add(time.Duration(len(pts))*time.Second), []*metric.Desc{load1}, []float64{1}); err != nil {
+	if err := s.AppendTick("cn01", base.Add(time.Duration(len(pts))*time.Second), []*metric.Desc{load1}, []float64{1}, false); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -402,7 +401,7 @@ func BenchmarkAppendTick(b *testing.B) {
 				if n == 0 {
 					t = t.Add(100 * time.Millisecond)
 				}
-				if err := s.AppendTick(nodes[n], t, descs, vals); err != nil {
+				if err := s.AppendTick(nodes[n], t, descs, vals, false); err != nil {
 					b.Fatal(err)
 				}
 				n = (n + 1) % len(nodes)
@@ -434,7 +433,7 @@ func TestOpenReaderLeavesNoMemory(t *testing.T) {
 		t0 := time.Now().Add(-time.Hour)
 		tick := func(k int) {
 			for n := range nodes {
-				if err := s.AppendTick("cn"+strconv.Itoa(n), t0.Add(time.Duration(k)*time.Second), descs, vals); err != nil {
+				if err := s.AppendTick("cn"+strconv.Itoa(n), t0.Add(time.Duration(k)*time.Second), descs, vals, false); err != nil {
 					t.Fatal(err)
 				}
 			}

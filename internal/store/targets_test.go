@@ -28,7 +28,7 @@ func TestTargetLabels(t *testing.T) {
 	defer s.Close()
 	numa := metric.NewDesc("node_memory_numa_MemFree", "", metric.Gauge, "node", "1")
 	spoof := metric.NewDesc("x_info", "", metric.Gauge, "job", "slurm", "instance", "a:1")
-	if err := s.AppendTick("cn01", base, []*metric.Desc{load1, numa, spoof}, []float64{1.5, 42, 1}); err != nil {
+	if err := s.AppendTick("cn01", base, []*metric.Desc{load1, numa, spoof}, []float64{1.5, 42, 1}, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.SetUp("cn01", base, true); err != nil {
@@ -68,7 +68,7 @@ func TestTargetLabelsOff(t *testing.T) {
 	s := openT(t, t.TempDir())
 	defer s.Close()
 	numa := metric.NewDesc("node_memory_numa_MemFree", "", metric.Gauge, "node", "1")
-	if err := s.AppendTick("cn01", base, []*metric.Desc{load1, numa}, []float64{1.5, 42}); err != nil {
+	if err := s.AppendTick("cn01", base, []*metric.Desc{load1, numa}, []float64{1.5, 42}, false); err != nil {
 		t.Fatal(err)
 	}
 	got := readAll(t, s, labels.MustNewMatcher(labels.MatchRegexp, labels.MetricName, ".+"))
@@ -96,7 +96,7 @@ func TestSeriesLabelsRefused(t *testing.T) {
 		metric.NewDesc("x", "", metric.Gauge, "a", "1", "a", "2"),
 		metric.NewDesc("x", "", metric.Gauge, "exported_job", "1", "job", "2"),
 	} {
-		if err := s.AppendTick("cn01", base, []*metric.Desc{d}, []float64{math.Pi}); err == nil {
+		if err := s.AppendTick("cn01", base, []*metric.Desc{d}, []float64{math.Pi}, false); err == nil {
 			t.Errorf("%v: stored, want an error", d.Labels)
 		}
 	}
@@ -111,11 +111,11 @@ func TestUpgradeRetiresUntargetedSeries(t *testing.T) {
 	now := time.Now().Truncate(time.Second)
 	old := now.Add(-time.Hour)
 	for _, at := range []time.Time{old, now.Add(-10 * time.Second)} {
-		if err := s.AppendTick("cn01", at, []*metric.Desc{load1}, []float64{1}); err != nil {
+		if err := s.AppendTick("cn01", at, []*metric.Desc{load1}, []float64{1}, false); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.AppendTick("cn02", old, []*metric.Desc{load1}, []float64{2}); err != nil {
+	if err := s.AppendTick("cn02", old, []*metric.Desc{load1}, []float64{2}, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -126,7 +126,7 @@ func TestUpgradeRetiresUntargetedSeries(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.AppendTick("cn01", now.Add(time.Second), []*metric.Desc{load1}, []float64{3}); err != nil {
+	if err := s.AppendTick("cn01", now.Add(time.Second), []*metric.Desc{load1}, []float64{3}, false); err != nil {
 		t.Fatal(err)
 	}
 	got := readAll(t, s, labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, "node_load1"))
@@ -192,7 +192,7 @@ func BenchmarkTargetLabelsHead(b *testing.B) {
 					b.Fatal(err)
 				}
 				for _, n := range names {
-					if err := s.AppendTick(n, base, descs, vals); err != nil {
+					if err := s.AppendTick(n, base, descs, vals, false); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -25,7 +25,7 @@ func TestFutureSampleRefusedAndHeadNotAdvanced(t *testing.T) {
 	now := time.Now()
 	descs := []*metric.Desc{load1, cpuU}
 
-	err = s.AppendTick("fast", now.Add(24*time.Hour), descs, []float64{1, 2})
+	err = s.AppendTick("fast", now.Add(24*time.Hour), descs, []float64{1, 2}, false)
 	var rej *RejectedError
 	if !errors.As(err, &rej) || !errors.Is(err, ErrTooFarInFuture) || rej.Rejected != 2 {
 		t.Fatalf("tick a day ahead: got %v, want 2 samples rejected as too far in the future", err)
@@ -48,7 +48,7 @@ func TestFutureSampleRefusedAndHeadNotAdvanced(t *testing.T) {
 	}
 	// Every other node's samples, a little late, are still stored.
 	for i, node := range []string{"cn01", "cn02"} {
-		if err := s.AppendTick(node, now.Add(-time.Duration(i)*time.Second), descs, []float64{1, 2}); err != nil {
+		if err := s.AppendTick(node, now.Add(-time.Duration(i)*time.Second), descs, []float64{1, 2}, false); err != nil {
 			t.Fatalf("node %s after the refused tick: %v", node, err)
 		}
 	}
@@ -148,7 +148,7 @@ func TestOpenRepairsFuturePoisonedStore(t *testing.T) {
 			// New samples of every node are accepted again.
 			t1 := time.Now().Add(time.Second)
 			for _, n := range []string{"cn01", "cn02", "fast"} {
-				if err := s.AppendTick(n, t1, []*metric.Desc{load1}, []float64{1}); err != nil {
+				if err := s.AppendTick(n, t1, []*metric.Desc{load1}, []float64{1}, false); err != nil {
 					t.Errorf("node %s after repair: %v", n, err)
 				}
 				if err := s.SetUp(n, t1, true); err != nil {
@@ -221,7 +221,7 @@ func benchOpen(b *testing.B, poisoned bool) {
 			b.Fatal(err)
 		}
 		b.StopTimer()
-		if err := s.AppendTick("cn01", time.Now(), []*metric.Desc{load1}, []float64{1}); err != nil {
+		if err := s.AppendTick("cn01", time.Now(), []*metric.Desc{load1}, []float64{1}, false); err != nil {
 			b.Fatal(err)
 		}
 		s.Close()

@@ -42,8 +42,8 @@ func FileAppearsLater(t *testing.T, plugin string, files map[string]string, want
 	for range 64 {
 		b.Reset(time.Now())
 		if err := p.Sample(context.Background(), time.Now(), &b); err == nil {
-			for _, s := range b.Samples {
-				if s.Desc.Name == want {
+			for _, d := range b.Descs {
+				if d.Name == want {
 					return
 				}
 			}

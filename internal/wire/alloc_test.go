@@ -21,9 +21,9 @@ func testBatch(n int) *metric.Batch {
 
 func advance(b *metric.Batch, i int) {
 	b.Time = b.Time.Add(time.Second)
-	for k := range b.Samples {
+	for k := range b.Values {
 		if k%3 != 0 {
-			b.Samples[k].Value += float64((i*k)%17) / 100
+			b.Values[k] += float64((i*k)%17) / 100
 		}
 	}
 }
@@ -42,18 +42,19 @@ func TestEncodeZeroAlloc(t *testing.T) {
 		i++
 		advance(b, i)
 		var err error
-		if buf, err = enc.AppendBatch(buf[:0], st, b); err != nil {
+		if buf, err = enc.AppendTick(buf[:0], st, b.Time, b.Descs, b.Values); err != nil {
 			t.Fatal(err)
 		}
 	})
 	if allocs != 0 {
-		t.Errorf("AppendBatch: %v allocs per tick, want 0", allocs)
+		t.Errorf("AppendTick: %v allocs per tick, want 0", allocs)
 	}
 }
 
-// Queueing a tick on a Client (encode into a recycled buffer) allocates
-// nothing once the queue's buffers exist.
-func TestClientBatchZeroAlloc(t *testing.T) {
+// Queueing a tick on a Client (encode into a recycled buffer, its values
+// kept in a recycled one until acknowledged) allocates nothing once the
+// queue's buffers exist.
+func TestClientTickZeroAlloc(t *testing.T) {
 	if testutil.RaceEnabled {
 		t.Skip("allocations are not meaningful under -race")
 	}
@@ -64,19 +65,23 @@ func TestClientBatchZeroAlloc(t *testing.T) {
 	cs := c.NewStream("cn00001")
 	b := testBatch(300)
 	var w []byte
+	var off uint64
+	conn := c.sq.connected()
 	i := 0
 	tick := func() {
 		i++
 		advance(b, i)
-		c.Batch(cs, b)
+		c.Tick(cs, b.Time, b.Descs, b.Values)
 		w = c.collect(w[:0], 1<<20) // what the sender goroutine does
-		c.inflight = c.inflight[:0]
+		off += uint64(len(w))
+		c.sq.written(nil, off, nil)
+		c.sq.acked(conn, off) // and the ack reader
 	}
 	for range 3 {
 		tick()
 	}
 	if allocs := testing.AllocsPerRun(100, tick); allocs != 0 {
-		t.Errorf("Client.Batch: %v allocs per tick, want 0", allocs)
+		t.Errorf("Client.Tick: %v allocs per tick, want 0", allocs)
 	}
 	if c.stats.Ticks.Load() < 100 || c.stats.Dropped.Load() != 0 {
 		t.Errorf("ticks %d dropped %d", c.stats.Ticks.Load(), c.stats.Dropped.Load())
@@ -94,7 +99,7 @@ func TestDecodeZeroAlloc(t *testing.T) {
 	var frames [][]byte
 	for i := range 110 {
 		advance(b, i)
-		out, err := enc.AppendBatch(nil, st, b)
+		out, err := enc.AppendTick(nil, st, b.Time, b.Descs, b.Values)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -47,7 +47,7 @@ func BenchmarkEncode(b *testing.B) {
 					enc.Reset() // time goes back: start over as after a reconnect
 				}
 				var err error
-				buf, err = enc.AppendBatch(buf[:0], st, &ticks[i])
+				buf, err = enc.AppendTick(buf[:0], st, ticks[i].Time, ticks[i].Descs, ticks[i].Values)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -71,7 +71,7 @@ func BenchmarkDecode(b *testing.B) {
 			frames := make([][]byte, len(ticks))
 			for i := range ticks {
 				var err error
-				if frames[i], err = enc.AppendBatch(nil, st, &ticks[i]); err != nil {
+				if frames[i], err = enc.AppendTick(nil, st, ticks[i].Time, ticks[i].Descs, ticks[i].Values); err != nil {
 					b.Fatal(err)
 				}
 			}

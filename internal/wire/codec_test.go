@@ -97,7 +97,7 @@ func checkTick(t *testing.T, got tick, node string, want *metric.Batch) {
 	if len(got.values) != want.Len() {
 		t.Fatalf("%s: %d values, want %d", node, len(got.values), want.Len())
 	}
-	for i, s := range want.Samples {
+	for i, s := range want.Samples() {
 		if math.Float64bits(got.values[i]) != math.Float64bits(s.Value) {
 			t.Fatalf("%s %v: value %d = %v (%#x), want %v (%#x)", node, want.Time, i,
 				got.values[i], math.Float64bits(got.values[i]), s.Value, math.Float64bits(s.Value))
@@ -123,7 +123,7 @@ func TestRoundTripSimulated(t *testing.T) {
 		for k, n := range nodes {
 			b.Reset(t0.Add(time.Duration(i) * 100 * time.Millisecond))
 			n.Sample(b.Time, 100*time.Millisecond, &b)
-			out, err := enc.AppendBatch(buf[:6], streams[k], &b)
+			out, err := enc.AppendTick(buf[:6], streams[k], b.Time, b.Descs, b.Values)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -187,7 +187,7 @@ func TestRoundTripSpecialValues(t *testing.T) {
 		for k, v := range row {
 			b.Add(descs[k], v)
 		}
-		out, err := enc.AppendBatch(nil, st, &b)
+		out, err := enc.AppendTick(nil, st, b.Time, b.Descs, b.Values)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -321,7 +321,7 @@ func TestSharedSchemaCopied(t *testing.T) {
 				var b metric.Batch
 				b.Reset(t0.Add(time.Duration(round*10+tick) * time.Second))
 				n.Sample(b.Time, time.Second, &b)
-				out, err := enc.AppendBatch(nil, streams[k], &b)
+				out, err := enc.AppendTick(nil, streams[k], b.Time, b.Descs, b.Values)
 				if err != nil {
 					t.Fatal(err)
 				}

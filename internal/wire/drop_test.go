@@ -24,7 +24,7 @@ func TestQueueFullDropsOldest(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	const maxQueue = 64 << 10
+	const maxQueue = 256 << 10
 	c := startClient(t, wire.ClientOptions{Addrs: []string{addr}, Name: "agg", MaxQueueBytes: maxQueue, KeyframeEvery: 8})
 	sch := simulate.NewSchema(4)
 	names := []string{"cn00001", "cn00002", "cn00003"}

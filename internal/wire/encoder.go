@@ -16,7 +16,6 @@ type Encoder struct {
 	epoch  uint64
 	nextID uint64
 	bw     bitWriter
-	vals   []float64
 	// index maps a stream's descriptors to table indexes while a schema
 	// is built; shared by all streams so an idle stream holds no map.
 	index  map[*metric.Desc]int32
@@ -96,7 +95,7 @@ type Stream struct {
 	sinceKey int  // values frames since the last keyframe or reset schema
 	forceKey bool // the next values frame is a keyframe
 	fresh    bool // a reset schema was just appended: its values start from zero anyway
-	// What the last AppendTick/AppendBatch wrote, for a Client's queue:
+	// What the last AppendTick wrote, for a Client's queue:
 	// where its values frame starts in dst, and whether those values
 	// decode without the stream's earlier values.
 	valuesAt int
@@ -138,42 +137,10 @@ func (e *Encoder) Reset() { e.epoch++ }
 // ErrTooManySeries is returned for a tick above MaxSeries values.
 var ErrTooManySeries = errors.New("too many series in one tick")
 
-// AppendBatch appends the frames of one tick of b (see AppendTick).
-func (e *Encoder) AppendBatch(dst []byte, s *Stream, b *metric.Batch) ([]byte, error) {
-	if len(b.Samples) > MaxSeries {
-		return dst, fmt.Errorf("node %s: %w: %d", s.node, ErrTooManySeries, len(b.Samples))
-	}
-	changed := s.epoch != e.epoch || len(b.Samples) != len(s.seq)
-	if !changed {
-		for i := range b.Samples {
-			if b.Samples[i].Desc != s.seq[i] {
-				changed = true
-				break
-			}
-		}
-	}
-	if changed {
-		for i := range b.Samples {
-			if b.Samples[i].Desc == nil {
-				return dst, fmt.Errorf("node %s: sample %d has no descriptor", s.node, i)
-			}
-		}
-		s.seq = grow(s.seq[:0], len(b.Samples))
-		for i := range b.Samples {
-			s.seq = append(s.seq, b.Samples[i].Desc)
-		}
-		dst = e.appendSchema(dst, s)
-	}
-	e.vals = e.vals[:0]
-	for i := range b.Samples {
-		e.vals = append(e.vals, b.Samples[i].Value)
-	}
-	return e.appendValues(dst, s, b.Time, e.vals), nil
-}
-
 // AppendTick appends the frames for one tick of s to dst: a schema frame
 // when descs differ from the previous tick's (compared by pointer), then a
-// values frame. descs must be stable pointers, as plugins keep them.
+// values frame. descs must be stable pointers, as plugins keep them; a
+// metric.Batch passes its Time, Descs and Values.
 func (e *Encoder) AppendTick(dst []byte, s *Stream, t time.Time, descs []*metric.Desc, values []float64) ([]byte, error) {
 	if len(descs) != len(values) {
 		return dst, fmt.Errorf("node %s: %d descriptors for %d values", s.node, len(descs), len(values))
@@ -196,7 +163,9 @@ func (e *Encoder) AppendTick(dst []byte, s *Stream, t time.Time, descs []*metric
 				return dst, fmt.Errorf("node %s: series %d has no descriptor", s.node, i)
 			}
 		}
-		s.seq = append(grow(s.seq[:0], len(descs)), descs...)
+		// A new slice, never changed after: a Client keeps it with each
+		// tick of this order, to encode the tick again after a reconnect.
+		s.seq = append(make([]*metric.Desc, 0, len(descs)), descs...)
 		dst = e.appendSchema(dst, s)
 	}
 	return e.appendValues(dst, s, t, values), nil

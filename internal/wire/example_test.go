@@ -43,7 +43,7 @@ func Example() {
 	var b metric.Batch
 	b.Reset(time.Unix(1_763_800_000, 0))
 	b.Add(load, 0.52)
-	c.Batch(c.NewStream("cn00001"), &b) // encodes and queues; never blocks
+	c.Tick(c.NewStream("cn00001"), b.Time, b.Descs, b.Values) // encodes and queues; never blocks
 	fmt.Println(<-h.got)
 	// Output: cn00001 2025-11-22T08:26:40Z node_load1=0.52
 }

@@ -17,7 +17,7 @@ var AppendFrame = appendFrame
 func QueueShape(c *Client) (ticks, tickBytes, kept, keptBytes int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, e := range c.q[c.head:] {
+	for _, e := range c.sq.q[c.sq.head:] {
 		switch {
 		case e.tick:
 			ticks++

@@ -84,7 +84,7 @@ func queueDrops(t *testing.T, seed uint64) {
 	deliver := func(max int) {
 		for {
 			w = c.collect(w[:0], max)
-			c.inflight = c.inflight[:0]
+			c.sq.inflight = c.sq.inflight[:0]
 			if len(w) == 0 {
 				return
 			}
@@ -179,8 +179,8 @@ func queueDrops(t *testing.T, seed uint64) {
 	if got := h.events + int(c.stats.DroppedEvents.Load()); got != events {
 		t.Errorf("%d node states delivered + %d dropped, %d sent", h.events, c.stats.DroppedEvents.Load(), events)
 	}
-	if c.qBytes != 0 || c.ndead != 0 {
-		t.Errorf("drained queue: %d bytes, %d tombstones", c.qBytes, c.ndead)
+	if c.sq.bytes != 0 || c.sq.ndead != 0 {
+		t.Errorf("drained queue: %d bytes, %d tombstones", c.sq.bytes, c.sq.ndead)
 	}
 }
 

@@ -111,7 +111,7 @@ func sendTicks(c *wire.Client, cs *wire.ClientStream, n *simulate.Node, t0 time.
 		var b metric.Batch
 		b.Reset(t0.Add(time.Duration(i) * time.Second))
 		n.Sample(b.Time, time.Second, &b)
-		c.Batch(cs, &b)
+		c.Tick(cs, b.Time, b.Descs, b.Values)
 		sent = append(sent, b)
 	}
 	return sent
@@ -151,7 +151,7 @@ func TestAuthFailures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := startServer(t, "", tc.server)
 			c := startClient(t, wire.ClientOptions{Addrs: []string{srv.addr}, Key: tc.client, Name: "intruder"})
-			c.Batch(c.NewStream("cn1"), &metric.Batch{})
+			c.Tick(c.NewStream("cn1"), time.Time{}, nil, nil)
 			waitFor(t, "refusals", func() bool {
 				return srv.stats.AuthFailures.Load() >= 2 && c.Stats().DialFailures.Load() >= 2
 			})
@@ -167,7 +167,7 @@ func TestAuthFailures(t *testing.T) {
 	t.Run("server without key", func(t *testing.T) {
 		srv := startServer(t, "", nil)
 		c := startClient(t, wire.ClientOptions{Addrs: []string{srv.addr}, Key: testKey, Name: "cn1"})
-		c.Batch(c.NewStream("cn1"), &metric.Batch{})
+		c.Tick(c.NewStream("cn1"), time.Time{}, nil, nil)
 		waitFor(t, "refusals", func() bool { return c.Stats().DialFailures.Load() >= 2 })
 		if c.Stats().Connects.Load() != 0 || srv.rec.tickCount() != 0 || srv.rec.schemas != 0 {
 			t.Errorf("streamed anyway: %d connects", c.Stats().Connects.Load())
@@ -294,19 +294,20 @@ func TestQueueFullReportsGap(t *testing.T) {
 func TestSinkStreamsPerGroup(t *testing.T) {
 	srv := startServer(t, "", nil)
 	c := startClient(t, wire.ClientOptions{Addrs: []string{srv.addr}, Name: "cn00005"})
-	sink := c.Sink("cn00005")
+	sinks := c.Sink("cn00005")
 	fast := []*metric.Desc{metric.NewDesc("node_load1", "", metric.Gauge)}
 	slow := []*metric.Desc{metric.NewDesc("node_filesystem_free_bytes", "", metric.Gauge, "mountpoint", "/"),
 		metric.NewDesc("node_filesystem_free_bytes", "", metric.Gauge, "mountpoint", "/scratch")}
+	sink := []func(*metric.Batch){sinks(0), sinks(1)}
 	t0 := time.Unix(1_763_800_000, 0)
 	for i := range 10 {
-		for _, ds := range [][]*metric.Desc{fast, slow} {
+		for g, ds := range [][]*metric.Desc{fast, slow} {
 			var b metric.Batch
 			b.Reset(t0.Add(time.Duration(i) * time.Second))
 			for k, d := range ds {
 				b.Add(d, float64(i*k))
 			}
-			sink(&b)
+			sink[g](&b)
 		}
 	}
 	waitFor(t, "20 ticks", func() bool { return srv.rec.tickCount() == 20 })

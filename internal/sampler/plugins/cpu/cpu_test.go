@@ -124,7 +124,7 @@ func (f *fixture) sample() (map[string]float64, error) {
 	b.Reset(time.Unix(1700000000, 0))
 	err := f.P.Sample(context.Background(), b.Time, &b)
 	got := map[string]float64{}
-	for _, s := range b.Samples {
+	for _, s := range b.Samples() {
 		key := string(metric.AppendSeries(nil, s.Desc, nil))
 		if _, dup := got[key]; dup {
 			f.T.Errorf("series %s emitted twice", key)

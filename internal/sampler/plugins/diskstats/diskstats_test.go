@@ -35,7 +35,7 @@ func devicesOf(t *testing.T, root string, cfg *diskstats.Config) map[string]int 
 		t.Fatal(err)
 	}
 	devs := map[string]int{}
-	for _, s := range b.Samples {
+	for _, s := range b.Samples() {
 		devs[s.Desc.Labels[0].Value]++
 	}
 	return devs

@@ -22,8 +22,8 @@ func TestNoPoolSize(t *testing.T) {
 		if err := f.P.Sample(context.Background(), time.Now(), &b); err != nil {
 			t.Fatal(err)
 		}
-		if len(b.Samples) != 1 || b.Samples[0].Value != 256 {
-			t.Fatalf("tick %d: samples %+v", i, b.Samples)
+		if len(b.Samples()) != 1 || b.Samples()[0].Value != 256 {
+			t.Fatalf("tick %d: samples %+v", i, b.Samples())
 		}
 	}
 }

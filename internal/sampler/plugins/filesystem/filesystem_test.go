@@ -74,7 +74,7 @@ func sample(t testing.TB, p sampler.Plugin, now time.Time) *metric.Batch {
 // values maps "metric mountpoint" to the value, for the metrics tests check.
 func values(b *metric.Batch) map[string]float64 {
 	m := map[string]float64{}
-	for _, s := range b.Samples {
+	for _, s := range b.Samples() {
 		m[strings.TrimPrefix(s.Desc.Name, "node_filesystem_")+" "+s.Desc.Labels[2].Value] = s.Value
 	}
 	return m
@@ -210,7 +210,7 @@ func writeMountinfo(t *testing.T, root string, mps ...string) {
 
 func mountPoints(b *metric.Batch) string {
 	var mps []string
-	for _, s := range b.Samples {
+	for _, s := range b.Samples() {
 		if s.Desc.Name == "node_filesystem_device_error" {
 			mps = append(mps, s.Desc.Labels[2].Value)
 		}
@@ -323,7 +323,7 @@ func TestRealSystem(t *testing.T) {
 	defer p2.Close()
 	for _, pl := range []sampler.Plugin{p, p2} {
 		b := sample(t, pl, time.Now())
-		for _, s := range b.Samples {
+		for _, s := range b.Samples() {
 			if s.Value < 0 {
 				t.Errorf("%s%v = %v", s.Desc.Name, s.Desc.Labels, s.Value)
 			}

@@ -75,7 +75,7 @@ func TestInlineMatchesWorker(t *testing.T) {
 			t.Fatal(err)
 		}
 		size[p] = map[string]float64{}
-		for _, s := range b.Samples {
+		for _, s := range b.Samples() {
 			if s.Desc.Name == "node_filesystem_size_bytes" {
 				size[p][s.Desc.Labels[2].Value] = s.Value
 			}

@@ -63,7 +63,7 @@ func TestNewMountSeenAtOnce(t *testing.T) {
 		if err := p.Sample(context.Background(), now, &b); err != nil {
 			t.Fatal(err)
 		}
-		for _, s := range b.Samples {
+		for _, s := range b.Samples() {
 			if s.Desc.Labels[2].Value == dir {
 				return true
 			}

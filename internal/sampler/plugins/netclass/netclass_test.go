@@ -88,7 +88,7 @@ func TestMaxDevices(t *testing.T) {
 	if err := p.Sample(context.Background(), time.Now(), &b); err == nil || !strings.Contains(err.Error(), "max_devices") {
 		t.Fatalf("err = %v, want the max_devices bound", err)
 	}
-	if n := len(b.Samples); n != 4 { // up and info for two devices
+	if n := len(b.Samples()); n != 4 { // up and info for two devices
 		t.Fatalf("%d samples, want 4", n)
 	}
 }

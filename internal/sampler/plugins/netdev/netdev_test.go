@@ -34,7 +34,7 @@ func TestFilter(t *testing.T) {
 		t.Fatal(err)
 	}
 	devs := map[string]int{}
-	for _, s := range b.Samples {
+	for _, s := range b.Samples() {
 		devs[s.Desc.Labels[0].Value]++
 	}
 	want := map[string]int{"eno1": netdev.NumCols, "ib0": netdev.NumCols}
@@ -108,13 +108,13 @@ func TestDeviceChurn(t *testing.T) {
 		}
 	}
 	// eth0 was seen every tick and must have kept its descriptors.
-	first := b.Samples[0].Desc
+	first := b.Samples()[0].Desc
 	b.Reset(now)
 	write("eth0")
 	if err := p.Sample(context.Background(), now, &b); err != nil {
 		t.Fatal(err)
 	}
-	if b.Samples[0].Desc != first {
+	if b.Samples()[0].Desc != first {
 		t.Errorf("eth0 descriptor was re-created")
 	}
 }

@@ -135,7 +135,7 @@ func TestDuplicateField(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "listed twice") {
 		t.Fatalf("err = %v, want the duplicate reported", err)
 	}
-	if len(b.Samples) != 1 || b.Samples[0].Value != 5 {
-		t.Fatalf("samples %+v, want the first only", b.Samples)
+	if len(b.Samples()) != 1 || b.Samples()[0].Value != 5 {
+		t.Fatalf("samples %+v, want the first only", b.Samples())
 	}
 }

@@ -40,8 +40,8 @@ func TestBadFile(t *testing.T) {
 	if err := f.P.Sample(context.Background(), time.Now(), &b); err != nil {
 		t.Fatal(err)
 	}
-	if len(b.Samples) != 2 || b.Samples[0].Value != 2 || b.Samples[1].Value != 0.5 {
-		t.Fatalf("samples %+v", b.Samples)
+	if len(b.Samples()) != 2 || b.Samples()[0].Value != 2 || b.Samples()[1].Value != 0.5 {
+		t.Fatalf("samples %+v", b.Samples())
 	}
 }
 

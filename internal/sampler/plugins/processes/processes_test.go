@@ -35,7 +35,7 @@ func TestMaxThreads(t *testing.T) {
 		t.Fatalf("err = %v, want the max_threads bound", err)
 	}
 	n := 0.0
-	for _, s := range b.Samples {
+	for _, s := range b.Samples() {
 		if s.Desc.Name == "node_processes_threads_state" {
 			n += s.Value
 		}

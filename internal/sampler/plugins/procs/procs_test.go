@@ -91,7 +91,7 @@ func newProcs(t testing.TB, root string, cfg *Config) *Procs {
 // values maps "name pid" (pid empty for node-wide series) to the value.
 func values(b *metric.Batch) map[string]float64 {
 	m := map[string]float64{}
-	for _, s := range b.Samples {
+	for _, s := range b.Samples() {
 		pid := ""
 		for _, l := range s.Desc.Labels {
 			if l.Name == "pid" {
@@ -333,7 +333,7 @@ func TestUsers(t *testing.T) {
 	if err := p.Sample(context.Background(), now, &b); err != nil {
 		t.Fatal(err)
 	}
-	labels := b.Samples[0].Desc.Labels
+	labels := b.Samples()[0].Desc.Labels
 	want := []metric.Label{{Name: "pid", Value: "7"}, {Name: "user", Value: "1001"}, {Name: "command", Value: "bad\uFFFDname"}}
 	if !slices.Equal(labels, want) {
 		t.Errorf("labels = %v, want %v", labels, want)

@@ -25,12 +25,12 @@ func addPlugin(st *sampler.Stats, name string, errs, samples uint64, nanos int64
 func split(b *metric.Batch) (own map[string]float64, rest metric.Batch) {
 	own = map[string]float64{}
 	rest.Time = b.Time
-	for _, s := range b.Samples {
+	for _, s := range b.Samples() {
 		switch s.Desc.Name {
 		case "vigil_sampler_cpu_seconds_total", "vigil_sampler_resident_memory_bytes":
 			own[s.Desc.Name] = s.Value
 		default:
-			rest.Samples = append(rest.Samples, s)
+			rest.Add(s.Desc, s.Value)
 		}
 	}
 	return own, rest
@@ -56,7 +56,7 @@ func TestStats(t *testing.T) {
 	st.Ticks.Store(1234)
 	st.Overruns.Store(2)
 	own, rest := split(sample(t, p))
-	if got := len(rest.Samples); got != 2+2*3 {
+	if got := len(rest.Samples()); got != 2+2*3 {
 		t.Errorf("first tick: %d scheduler samples, want 8", got)
 	}
 	if own["vigil_sampler_resident_memory_bytes"] < 1<<20 {
@@ -67,12 +67,12 @@ func TestStats(t *testing.T) {
 	}
 
 	// The list grows and counters move; cached series stay the same.
-	first := rest.Samples[2].Desc
+	first := rest.Samples()[2].Desc
 	addPlugin(st, "procs", 1, 0, 3_000_000_000)
 	st.Ticks.Add(1)
 	st.Plugins[1].Errors.Add(1)
 	_, rest = split(sample(t, p))
-	if rest.Samples[2].Desc != first {
+	if rest.Samples()[2].Desc != first {
 		t.Error("descriptor of an existing plugin was recreated")
 	}
 	testutil.Golden(t, "testdata/stats/want.txt", testutil.Render(t, &rest))

@@ -75,7 +75,7 @@ func TestDuplicateLine(t *testing.T) {
 	if err := f.P.Sample(context.Background(), time.Now(), &b); err == nil || !strings.Contains(err.Error(), "listed twice") {
 		t.Fatalf("err = %v", err)
 	}
-	if len(b.Samples) != 1 || b.Samples[0].Value != 3 {
-		t.Fatalf("samples %+v, want the first line only", b.Samples)
+	if len(b.Samples()) != 1 || b.Samples()[0].Value != 3 {
+		t.Fatalf("samples %+v, want the first line only", b.Samples())
 	}
 }

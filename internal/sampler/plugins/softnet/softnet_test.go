@@ -68,7 +68,7 @@ func TestDuplicateCPU(t *testing.T) {
 	if err := f.P.Sample(context.Background(), time.Now(), &b); err == nil || !strings.Contains(err.Error(), "listed twice") {
 		t.Fatalf("err = %v", err)
 	}
-	if len(b.Samples) != softnet.NumStats {
-		t.Fatalf("%d samples, want %d", len(b.Samples), softnet.NumStats)
+	if len(b.Samples()) != softnet.NumStats {
+		t.Fatalf("%d samples, want %d", len(b.Samples()), softnet.NumStats)
 	}
 }

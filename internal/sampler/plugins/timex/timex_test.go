@@ -51,7 +51,7 @@ func TestKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := map[string]float64{}
-	for _, s := range b.Samples {
+	for _, s := range b.Samples() {
 		got[s.Desc.Name] = s.Value
 	}
 	if len(got) != timex.NumMetrics {

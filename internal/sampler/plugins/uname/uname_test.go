@@ -60,11 +60,11 @@ func TestRealRoot(t *testing.T) {
 	if err := p.Sample(context.Background(), time.Now(), &b); err != nil {
 		t.Fatal(err)
 	}
-	if len(b.Samples) != 1 || b.Samples[0].Value != 1 {
-		t.Fatalf("samples %+v", b.Samples)
+	if len(b.Samples()) != 1 || b.Samples()[0].Value != 1 {
+		t.Fatalf("samples %+v", b.Samples())
 	}
 	got := map[string]string{}
-	for _, l := range b.Samples[0].Desc.Labels {
+	for _, l := range b.Samples()[0].Desc.Labels {
 		got[l.Name] = l.Value
 	}
 	if got["sysname"] != "Linux" || got["release"] == "" || got["machine"] == "" {

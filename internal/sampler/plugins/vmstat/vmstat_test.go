@@ -153,7 +153,7 @@ func (f *fixture) sample() (string, error) {
 	var b metric.Batch
 	err := f.P.Sample(context.Background(), time.Unix(1700000000, 0), &b)
 	var sb strings.Builder
-	for _, s := range b.Samples {
+	for _, s := range b.Samples() {
 		fmt.Fprintf(&sb, "%s %s %v\n", s.Desc.Name, s.Desc.Type, s.Value)
 	}
 	return sb.String(), err
