@@ -94,6 +94,21 @@ func ParseInt(b []byte) (int64, bool) {
 		neg = b[0] == '-'
 		b = b[1:]
 	}
+	v, ok := ParseUint(b)
+	switch {
+	case !ok || len(b) > 0 && (b[0] == '+' || b[0] == '-'):
+		return 0, false
+	case neg && v <= 1<<63:
+		return -int64(v), true
+	case !neg && v <= 1<<63-1:
+		return int64(v), true
+	}
+	return 0, false
+}
+
+// ParseUint parses an unsigned integer like strconv.ParseUint(s, 0, 64)
+// (0x, 0o, 0b prefixes, leading-0 octal), without allocating.
+func ParseUint(b []byte) (uint64, bool) {
 	base := uint64(10)
 	if len(b) > 1 && b[0] == '0' {
 		switch b[1] {
@@ -123,18 +138,12 @@ func ParseInt(b []byte) (int64, bool) {
 		default:
 			return 0, false
 		}
-		if d >= base || v > (1<<63)/base {
+		if d >= base || v > (1<<64-1-d)/base {
 			return 0, false
 		}
 		v = v*base + d
-		if v > 1<<63 || !neg && v > 1<<63-1 {
-			return 0, false
-		}
 	}
-	if neg {
-		return -int64(v), true
-	}
-	return int64(v), true
+	return v, true
 }
 
 func clip(b []byte) []byte {

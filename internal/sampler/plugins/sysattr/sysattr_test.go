@@ -16,6 +16,17 @@ func TestParseIntLikeStrconv(t *testing.T) {
 	}
 }
 
+func TestParseUintLikeStrconv(t *testing.T) {
+	for _, s := range []string{"0", "18446744073709551615", "18446744073709551616", "0xffffffffffffffff",
+		"0x10000000000000000", "-1", "+1", "0x", "07", "09", ""} {
+		want, err := strconv.ParseUint(s, 0, 64)
+		got, ok := ParseUint([]byte(s))
+		if ok != (err == nil) || ok && got != want {
+			t.Errorf("ParseUint(%q) = %d, %v; strconv: %d, %v", s, got, ok, want, err)
+		}
+	}
+}
+
 func FuzzParseInt(f *testing.F) {
 	f.Add("0x10")
 	f.Fuzz(func(t *testing.T, s string) {
