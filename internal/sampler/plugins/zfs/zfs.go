@@ -63,6 +63,7 @@ type kstat struct {
 
 type pool struct {
 	name    string
+	dir     *kernfs.Dir // for its objset-* files
 	io      *kernfs.File
 	ioDescs kernfs.LineCache[*metric.Desc] // by header column
 	state   *kernfs.File
@@ -150,7 +151,7 @@ func (z *ZFS) rescan() error {
 			if len(z.pools) >= MaxPools {
 				continue
 			}
-			pl = &pool{name: name, objsets: map[string]*objset{}}
+			pl = &pool{name: name, dir: kernfs.NewDir(dir), objsets: map[string]*objset{}}
 			if _, err := os.Stat(filepath.Join(dir, "io")); err == nil { // gone in OpenZFS 2.x
 				pl.io = kernfs.NewFile(filepath.Join(dir, "io"), 1024)
 				pl.io.NonBlocking = true
@@ -183,9 +184,7 @@ func (z *ZFS) rescan() error {
 var objsetPrefix = []byte("objset-")
 
 func (z *ZFS) scanObjsets(p *pool) {
-	d := kernfs.NewDir(filepath.Join(z.base, p.name))
-	defer d.Close()
-	ents, err := d.List()
+	ents, err := p.dir.List()
 	if err != nil {
 		return
 	}
@@ -215,6 +214,7 @@ func (z *ZFS) scanObjsets(p *pool) {
 }
 
 func (z *ZFS) dropPool(p *pool) {
+	p.dir.Close()
 	if p.io != nil {
 		p.io.Close()
 	}
