@@ -70,7 +70,7 @@ var ErrTimestamp = errors.New("contains unsupported client-side timestamps")
 // values as Go floats (no hex exponents or underscores). Families without
 // samples are dropped. Errors name the line.
 func Parse(data []byte, lim Limits) ([]*Family, error) {
-	p := parser{lim: lim, byName: map[string]*Family{}}
+	p := parser{lim: lim, byName: map[string]*Family{}, names: map[string]string{}}
 	for n := 1; len(data) > 0; n++ {
 		var line []byte
 		if i := bytes.IndexByte(data, '\n'); i >= 0 {
@@ -102,6 +102,7 @@ type parser struct {
 	samples  int
 	stamped  bool
 	labels   []metric.Label // scratch
+	names    map[string]string
 }
 
 func errf(format string, args ...any) error {
@@ -121,8 +122,9 @@ func isNameStart(c byte, colon bool) bool {
 
 func isNameChar(c byte, colon bool) bool { return isNameStart(c, colon) || c >= '0' && c <= '9' }
 
-// name cuts a metric name (colon true) or label name from the start of b.
-func name(b []byte, colon bool) (string, []byte) {
+// name cuts a metric name (colon true) or label name from the start of
+// b; names repeat on every line, so they are interned.
+func (p *parser) name(b []byte, colon bool) (string, []byte) {
 	if len(b) == 0 || !isNameStart(b[0], colon) {
 		return "", b
 	}
@@ -130,7 +132,12 @@ func name(b []byte, colon bool) (string, []byte) {
 	for i < len(b) && isNameChar(b[i], colon) {
 		i++
 	}
-	return string(b[:i]), b[i:]
+	n, ok := p.names[string(b[:i])]
+	if !ok {
+		n = string(b[:i])
+		p.names[n] = n
+	}
+	return n, b[i:]
 }
 
 func clip(b []byte) []byte {
@@ -177,7 +184,7 @@ func (p *parser) comment(b []byte) error {
 		return nil // an ordinary comment
 	}
 	b = skipBlank(b)
-	mname, rest := name(b, true)
+	mname, rest := p.name(b, true)
 	if mname == "" {
 		return errf("%s without a valid metric name: %q", kw, clip(b))
 	}
@@ -276,7 +283,7 @@ func parseFloat(b []byte) (float64, error) {
 }
 
 func (p *parser) sample(b []byte) error {
-	mname, rest := name(b, true)
+	mname, rest := p.name(b, true)
 	if mname == "" {
 		return errf("invalid metric name %q", clip(b))
 	}
@@ -291,7 +298,7 @@ func (p *parser) sample(b []byte) error {
 	if len(rest) > 0 && rest[0] == '{' {
 		rest = skipBlank(rest[1:])
 		for len(rest) > 0 && rest[0] != '}' {
-			lname, r := name(rest, false)
+			lname, r := p.name(rest, false)
 			if lname == "" {
 				return errf("invalid label name in %q", clip(rest))
 			}
