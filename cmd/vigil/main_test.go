@@ -68,14 +68,15 @@ const e2eSyscallPlugins = "time,timex"
 // e2eSyscallPlugins replace.
 var neCollectors = []string{"cpu", "meminfo", "vmstat", "loadavg", "netdev", "diskstats", "stat",
 	"pressure", "netstat", "sockstat", "softnet", "filefd", "entropy", "netclass", "os", "uname", "time", "timex", "conntrack", "processes", "edac", "thermal_zone", "cpufreq", "hwmon", "nfs", "mdadm",
-	"textfile", "meminfo_numa", "schedstat", "nvme", "arp", "udp_queues", "dmi", "powersupplyclass", "nfsd", "xfs", "zfs", "tapestats", "fibrechannel", "selinux"}
+	"textfile", "meminfo_numa", "schedstat", "nvme", "arp", "udp_queues", "dmi", "powersupplyclass", "nfsd", "xfs", "zfs", "tapestats", "fibrechannel", "selinux", "bcache"}
 
 // e2eParityPlugins are compared with node_exporter but not in the golden
 // (textfile reports the files' mtimes, which are the checkout's); e2eConfig
-// gives the textfile directory, under the root.
+// gives the textfile directory, under the root, and turns on bcache's
+// priority stats.
 const (
-	e2eParityPlugins = "textfile,meminfo_numa,schedstat,nvme,arp,udp_queues,dmi,powersupplyclass,nfsd,xfs,zfs,tapestats,fibrechannel,selinux"
-	e2eConfig        = "[plugins.textfile]\ndirectory = \"textfile\"\n"
+	e2eParityPlugins = "textfile,meminfo_numa,schedstat,nvme,arp,udp_queues,dmi,powersupplyclass,nfsd,xfs,zfs,tapestats,fibrechannel,selinux,bcache"
+	e2eConfig        = "[plugins.textfile]\ndirectory = \"textfile\"\n[plugins.bcache]\npriority_stats = true\n"
 )
 
 func TestE2EVersion(t *testing.T) {
@@ -292,7 +293,7 @@ func TestE2ENodeExporterParity(t *testing.T) {
 		neErr.Reset()
 		args := []string{"--path.procfs=" + root + "/proc", "--path.sysfs=" + root + "/sys", "--path.rootfs=" + root,
 			"--collector.disable-defaults", "--no-collector.netdev.netlink", "--web.listen-address=" + addr,
-			"--collector.textfile.directory=" + root + "/textfile"}
+			"--collector.textfile.directory=" + root + "/textfile", "--collector.bcache.priorityStats"}
 		for _, c := range neCollectors {
 			args = append(args, "--collector."+c)
 		}
