@@ -14,5 +14,5 @@ func statKey(path []byte, _ *syscall.Stat_t) (fileKey, error) {
 	if err != nil {
 		return fileKey{}, err
 	}
-	return fileKey{size: fi.Size(), mtime: fi.ModTime().UnixNano()}, nil
+	return fileKey{size: fi.Size(), mtime: fi.ModTime().UnixNano(), regular: fi.Mode().IsRegular()}, nil
 }

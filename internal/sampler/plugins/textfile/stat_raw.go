@@ -22,6 +22,7 @@ func statKey(path []byte, st *syscall.Stat_t) (fileKey, error) {
 			return fileKey{
 				dev: uint64(st.Dev), ino: uint64(st.Ino), size: st.Size,
 				mtime: st.Mtim.Sec*1e9 + st.Mtim.Nsec, ctime: st.Ctim.Sec*1e9 + st.Ctim.Nsec,
+				regular: st.Mode&syscall.S_IFMT == syscall.S_IFREG,
 			}, nil
 		case syscall.EINTR:
 			continue

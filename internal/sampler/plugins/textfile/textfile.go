@@ -73,6 +73,7 @@ func (c *Config) Validate() error {
 type fileKey struct {
 	dev, ino           uint64
 	size, mtime, ctime int64
+	regular            bool // only regular files are read: a FIFO would block the tick
 }
 
 type fileState struct {
@@ -209,6 +210,10 @@ func (t *Textfile) newFile(name string) *fileState {
 // read reads and parses a new or changed file.
 func (t *Textfile) read(f *fileState, key fileKey) {
 	f.known, f.key, f.ok, f.families = true, key, false, nil
+	if !key.regular {
+		t.log.Warn("textfile: skipping file", "file", f.label, "err", "not a regular file")
+		return
+	}
 	fams, mtime, err := t.load(string(f.path[:len(f.path)-1]))
 	if err != nil {
 		t.log.Warn("textfile: skipping file", "file", f.label, "err", err)
@@ -218,11 +223,15 @@ func (t *Textfile) read(f *fileState, key fileKey) {
 }
 
 func (t *Textfile) load(path string) ([]*Family, float64, error) {
-	fh, err := os.Open(path)
+	// O_NONBLOCK: a file swapped for a FIFO since the stat must not block
+	fh, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, 0, err
 	}
 	defer fh.Close()
+	if fi, err := fh.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, 0, fmt.Errorf("not a regular file")
+	}
 	max := t.cfg.MaxFileBytes
 	data, err := io.ReadAll(io.LimitReader(fh, max+1))
 	if err != nil {

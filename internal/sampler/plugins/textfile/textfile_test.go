@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -198,6 +199,35 @@ func TestErrorsAndLimits(t *testing.T) {
 	p, _ = testutil.NewPlugin(t, "textfile", root, c)
 	if got = sample(t, p); len(got) != 5 || got["node_textfile_scrape_error"] != 1 {
 		t.Errorf("max_series 4: %d series (want 4 and the error), %v", len(got)-1, got)
+	}
+}
+
+// A FIFO or directory named *.prom is an error, never a blocked tick.
+func TestNotRegular(t *testing.T) {
+	root := t.TempDir()
+	write(t, filepath.Join(root, "ok.prom"), "site_ok 1\n")
+	if err := syscall.Mkfifo(filepath.Join(root, "pipe.prom"), 0o644); err != nil {
+		t.Skip("no FIFOs here:", err)
+	}
+	os.Mkdir(filepath.Join(root, "dir.prom"), 0o755)
+	p, _ := testutil.NewPlugin(t, "textfile", root, config("/"))
+	done := make(chan map[string]float64, 1)
+	go func() {
+		var b metric.Batch
+		p.Sample(context.Background(), time.Now(), &b)
+		m := map[string]float64{}
+		for _, s := range b.Samples {
+			m[s.Desc.Name] += s.Value
+		}
+		done <- m
+	}()
+	select {
+	case got := <-done:
+		if got["site_ok"] != 1 || got["node_textfile_scrape_error"] != 1 || got["node_textfile_mtime_seconds"] == 0 {
+			t.Errorf("got %v, want site_ok, one mtime and the scrape error", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a FIFO named .prom blocked the tick")
 	}
 }
 
