@@ -56,7 +56,8 @@ type value struct {
 
 type filesystem struct {
 	name   string
-	sig    string // uuid, devices and layouts the files were opened for
+	sig    []byte        // devices and layouts the files were opened for
+	dirs   []*kernfs.Dir // devices/ and allocation/{data,metadata,system}/, listed for sig
 	label  *kernfs.File
 	info   *infodesc.Desc
 	vals   [2][]byte
@@ -105,9 +106,8 @@ func (b *Btrfs) rescan() error {
 		f.seen = b.scan
 		// devices and layouts change (btrfs device add, balance): reopen
 		// only then, so the series keep their descriptors
-		if sig := signature(filepath.Join(b.dir.Path(), f.name)); sig != f.sig || f.values == nil {
+		if b.changed(f) || f.values == nil {
 			f.close()
-			f.sig = sig
 			if err := b.open(f); err != nil {
 				f.close()
 			}
@@ -119,6 +119,9 @@ func (b *Btrfs) rescan() error {
 			kept = append(kept, f)
 		} else {
 			f.close()
+			for _, d := range f.dirs {
+				d.Close()
+			}
 		}
 	}
 	clear(b.fss[len(kept):])
@@ -126,25 +129,46 @@ func (b *Btrfs) rescan() error {
 	return nil
 }
 
-// signature lists what open depends on.
-func signature(root string) string {
-	sig := []byte(nil)
-	if m, err := os.ReadFile(filepath.Join(root, "metadata_uuid")); err == nil {
-		sig = append(sig, kernfs.TrimSpace(m)...)
+// changed lists the devices and layouts (without allocating once the
+// buffers have grown) and reports whether they differ from the last look.
+func (b *Btrfs) changed(f *filesystem) bool {
+	if f.dirs == nil {
+		root := filepath.Join(b.dir.Path(), f.name)
+		f.dirs = []*kernfs.Dir{kernfs.NewDir(filepath.Join(root, "devices"))}
+		for _, t := range BlockGroupTypes {
+			f.dirs = append(f.dirs, kernfs.NewDir(filepath.Join(root, "allocation", t)))
+		}
 	}
-	if ents, err := os.ReadDir(filepath.Join(root, "devices")); err == nil {
+	n := 0
+	same := true
+	put := func(c byte) {
+		if n < len(f.sig) && f.sig[n] == c {
+			n++
+			return
+		}
+		if same {
+			f.sig, same = f.sig[:n], false
+		}
+		f.sig = append(f.sig, c)
+		n++
+	}
+	for i, d := range f.dirs {
+		ents, _ := d.List()
+		put('/')
 		for _, e := range ents {
-			sig = append(append(sig, '|'), e.Name()...)
+			if i > 0 && e.Type != kernfs.DTDir && e.Type != kernfs.DTUnknown {
+				continue // allocation files, not layouts
+			}
+			for _, c := range e.Name {
+				put(c)
+			}
+			put(',')
 		}
 	}
-	for _, t := range BlockGroupTypes {
-		names, _ := subdirs(filepath.Join(root, "allocation", t))
-		sig = append(append(sig, '/'), t...)
-		for _, n := range names {
-			sig = append(append(sig, ','), n...)
-		}
+	if n != len(f.sig) {
+		f.sig, same = f.sig[:n], false
 	}
-	return string(sig)
+	return !same
 }
 
 func subdirs(dir string) ([]string, error) {

@@ -121,11 +121,10 @@ func (z *ZFS) rescan() error {
 		return err
 	}
 	z.scan++
-	for i, s := range Subsystems {
-		if z.subs[i] == nil {
-			p := filepath.Join(z.base, s[1])
-			if _, err := os.Stat(p); err == nil {
-				z.subs[i] = &kstat{file: kernfs.NewFile(p, 8192)}
+	for _, e := range ents { // module kstats that appeared (by name: no stat per rescan)
+		for i, s := range Subsystems {
+			if z.subs[i] == nil && string(e.Name) == s[1] {
+				z.subs[i] = &kstat{file: kernfs.NewFile(filepath.Join(z.base, s[1]), 8192)}
 				z.subs[i].file.NonBlocking = true
 			}
 		}
