@@ -251,7 +251,11 @@ func neCollectors(plugins string) []string {
 		"pressure": {"pressure"}, "netstat": {"netstat"}, "sockstat": {"sockstat"}, "softnet": {"softnet"},
 		"filefd": {"filefd"}, "entropy": {"entropy"}, "netclass": {"netclass"}, "uname": {"uname"},
 		"time": {"time"}, "timex": {"timex"}, "conntrack": {"conntrack"}, "edac": {"edac"},
-		"thermal_zone": {"thermal_zone"}, "cpufreq": {"cpufreq"}, "hwmon": {"hwmon"}, "processes": {"processes"}, "nfs": {"nfs"}, "mdadm": {"mdadm"}}
+		"thermal_zone": {"thermal_zone"}, "cpufreq": {"cpufreq"}, "hwmon": {"hwmon"}, "processes": {"processes"}, "nfs": {"nfs"}, "mdadm": {"mdadm"},
+		"textfile": {"textfile"}, "meminfo_numa": {"meminfo_numa"}, "schedstat": {"schedstat"}, "nvme": {"nvme"},
+		"arp": {"arp"}, "udp_queues": {"udp_queues"}, "dmi": {"dmi"}, "powersupplyclass": {"powersupplyclass"},
+		"nfsd": {"nfsd"}, "bonding": {"bonding"}, "xfs": {"xfs"}, "zfs": {"zfs"}, "fibrechannel": {"fibrechannel"},
+		"tapestats": {"tapestats"}, "selinux": {"selinux"}, "bcache": {"bcache"}, "btrfs": {"btrfs"}}
 	var args []string
 	for _, p := range strings.Split(plugins, ",") {
 		for _, c := range names[strings.TrimSpace(p)] {
@@ -323,10 +327,19 @@ func (c *config) floorArgs(vigilAddr string) ([]string, error) {
 			args = append(args, "-n")
 		case "timex":
 			args = append(args, "-a")
-		case "nfs", "mdadm":
-			f := map[string]string{"nfs": "/proc/net/rpc/nfs", "mdadm": "/proc/mdstat"}[p]
+		case "nfs", "mdadm", "nfsd", "schedstat":
+			f := map[string]string{"nfs": "/proc/net/rpc/nfs", "mdadm": "/proc/mdstat", "nfsd": "/proc/net/rpc/nfsd", "schedstat": "/proc/schedstat"}[p]
 			if _, err := os.Stat(root + f); err == nil {
 				args = append(args, "-r", root+f)
+			}
+		case "arp":
+			args = append(args, "-r", root+"/proc/net/arp")
+		case "udp_queues":
+			args = append(args, "-r", root+"/proc/net/udp", "-r", root+"/proc/net/udp6")
+		case "meminfo_numa":
+			nodes, _ := filepath.Glob(root + "/sys/devices/system/node/node[0-9]*")
+			for _, n := range nodes {
+				args = append(args, "-r", n+"/meminfo", "-r", n+"/numastat")
 			}
 		case "conntrack":
 			for _, f := range []string{"/proc/sys/net/netfilter/nf_conntrack_count", "/proc/sys/net/netfilter/nf_conntrack_max", "/proc/net/stat/nf_conntrack"} {
@@ -334,9 +347,14 @@ func (c *config) floorArgs(vigilAddr string) ([]string, error) {
 					args = append(args, "-r", root+f)
 				}
 			}
-		case "netclass", "os", "thermal_zone", "cpufreq", "hwmon", "processes", "edac":
-			// Every 10 s (os: its file every 64 ticks; edac: only with an
-			// EDAC driver): left out of the floor, which is then a little low.
+		case "netclass", "os", "thermal_zone", "cpufreq", "hwmon", "processes", "edac",
+			"textfile", "watchdog", "nvme", "dmi", "powersupplyclass", "fibrechannel", "tapestats",
+			"bonding", "xfs", "zfs", "bcache", "btrfs", "selinux":
+			// Every 10 s (os: its file every 64 ticks; edac, watchdog, nvme,
+			// fibrechannel, tapestats, powersupplyclass: only with such
+			// devices; bonding, xfs, zfs, bcache, btrfs: looked for every 64 ticks; dmi and
+			// selinux: read at start-up; textfile: a directory listing and a
+			// stat per file): left out of the floor, which is then a little low.
 		default:
 			return nil, fmt.Errorf("the read floor has no model of plugin %q (run with --floor '')", p)
 		}

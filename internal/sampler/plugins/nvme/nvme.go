@@ -1,0 +1,85 @@
+// Package nvme samples /sys/class/nvme (node_exporter's nvme collector).
+package nvme
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/vigil-hpc/vigil/internal/metric"
+	"github.com/vigil-hpc/vigil/internal/sampler"
+	"github.com/vigil-hpc/vigil/internal/sampler/plugins/infodesc"
+	"github.com/vigil-hpc/vigil/internal/sampler/plugins/sysattr"
+)
+
+//go:embed sample.toml
+var sampleConfig string
+
+func init() {
+	sampler.Register(sampler.Registration{
+		Name:         "nvme",
+		Description:  "NVMe controller info from /sys/class/nvme",
+		Default:      true,
+		New:          func(sampler.Configurable) sampler.Plugin { return &NVMe{} },
+		SampleConfig: sampleConfig,
+	})
+}
+
+// files are read for the info labels after "device", in order.
+var files = [...]string{"firmware_rev", "model", "serial", "state"}
+
+type controller struct {
+	attrs [len(files)]*sysattr.Attr
+	vals  [1 + len(files)][]byte
+	info  *infodesc.Desc
+}
+
+// NVMe is the nvme plugin.
+type NVMe struct {
+	ctrls []*controller
+}
+
+// Init lists the controllers (they appear at boot or on hotplug, which a
+// restart picks up).
+func (n *NVMe) Init(env sampler.Env) error {
+	dir := env.FS.Path("sys", "class", "nvme")
+	for _, name := range sysattr.Devices(dir) {
+		c := &controller{info: infodesc.New("node_nvme_info", "Non-numeric data from /sys/class/nvme/<device>, value is always 1.",
+			metric.Gauge, "device", "firmware_revision", "model", "serial", "state")}
+		for i, f := range files {
+			c.attrs[i] = sysattr.Open(filepath.Join(dir, name), f)
+		}
+		c.vals[0] = []byte(name)
+		n.ctrls = append(n.ctrls, c)
+	}
+	if len(n.ctrls) == 0 {
+		return sampler.ErrNotAvailable
+	}
+	return nil
+}
+
+// Sample re-reads the attributes (state changes on reset; firmware on
+// update) and reports one info series per controller.
+func (n *NVMe) Sample(_ context.Context, _ time.Time, b *metric.Batch) error {
+	var first error
+	for _, c := range n.ctrls {
+		for i, a := range c.attrs {
+			c.vals[1+i] = nil
+			if a == nil {
+				continue
+			}
+			v, err := a.Read()
+			if err != nil {
+				if !sysattr.Absent(err) && first == nil {
+					first = fmt.Errorf("%s: %w", a.Path(), err)
+				}
+				continue
+			}
+			c.vals[1+i] = v
+		}
+		b.Add(c.info.Get(c.vals[:]), 1)
+	}
+	return first
+}

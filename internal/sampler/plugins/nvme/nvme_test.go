@@ -1,0 +1,20 @@
+package nvme_test
+
+import (
+	"testing"
+
+	"github.com/vigil-hpc/vigil/internal/testutil"
+)
+
+// Fixture: two controllers, one resetting, with the padded model and
+// serial strings drivers write. No NVMe on the development VM.
+func TestFixtures(t *testing.T) { testutil.FixtureCases(t, "nvme", nil) }
+
+func TestZeroAllocs(t *testing.T) { testutil.ZeroAllocs(t, "nvme", "testdata/basic", nil) }
+
+func TestNoNVMe(t *testing.T) { testutil.InitNotAvailable(t, "nvme") }
+
+func BenchmarkTick(b *testing.B) {
+	p, _ := testutil.NewPlugin(b, "nvme", "testdata/basic", nil)
+	testutil.BenchTicks(b, p)
+}

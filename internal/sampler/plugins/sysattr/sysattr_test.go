@@ -1,0 +1,39 @@
+package sysattr
+
+import (
+	"strconv"
+	"testing"
+)
+
+func TestParseIntLikeStrconv(t *testing.T) {
+	for _, s := range []string{"0", "42", "-7", "+9", "0x1F", "0X1f", "017", "0o17", "0b101", "9223372036854775807",
+		"9223372036854775808", "-9223372036854775808", "-9223372036854775809", "", "-", "0x", "08", "1a", "0xg", " 1"} {
+		want, err := strconv.ParseInt(s, 0, 64)
+		got, ok := ParseInt([]byte(s))
+		if ok != (err == nil) || ok && got != want {
+			t.Errorf("ParseInt(%q) = %d, %v; strconv: %d, %v", s, got, ok, want, err)
+		}
+	}
+}
+
+func TestParseUintLikeStrconv(t *testing.T) {
+	for _, s := range []string{"0", "18446744073709551615", "18446744073709551616", "0xffffffffffffffff",
+		"0x10000000000000000", "-1", "+1", "0x", "07", "09", ""} {
+		want, err := strconv.ParseUint(s, 0, 64)
+		got, ok := ParseUint([]byte(s))
+		if ok != (err == nil) || ok && got != want {
+			t.Errorf("ParseUint(%q) = %d, %v; strconv: %d, %v", s, got, ok, want, err)
+		}
+	}
+}
+
+func FuzzParseInt(f *testing.F) {
+	f.Add("0x10")
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := strconv.ParseInt(s, 0, 64)
+		got, ok := ParseInt([]byte(s))
+		if ok && (err != nil || got != want) {
+			t.Fatalf("ParseInt(%q) = %d; strconv: %d, %v", s, got, want, err)
+		}
+	})
+}
