@@ -83,6 +83,13 @@ func (b *Batch) Add(d *Desc, v float64) {
 	b.Values = append(b.Values, v)
 }
 
+// Truncate drops the samples after the first n (a plugin undoing a
+// partial set).
+func (b *Batch) Truncate(n int) {
+	b.Descs = b.Descs[:n]
+	b.Values = b.Values[:n]
+}
+
 // Len is the number of samples.
 func (b *Batch) Len() int { return len(b.Descs) }
 

@@ -28,6 +28,7 @@ type PluginStats struct {
 	Errors    atomic.Uint64
 	Samples   atomic.Uint64 // values appended by the last tick
 	LastNanos atomic.Int64  // duration of the last Sample call
+	LastFail  atomic.Bool   // the last Sample call failed ("not available" is no failure)
 	lastErr   string        // guarded by the group goroutine
 }
 
@@ -213,6 +214,7 @@ func (s *Scheduler) sampleOne(ctx context.Context, m *member, now time.Time, b *
 	err := safeSample(ctx, m.inst.Plugin, now, b)
 	m.stats.LastNanos.Store(int64(time.Since(start)))
 	m.stats.Samples.Store(uint64(b.Len() - before))
+	m.stats.LastFail.Store(err != nil && !errors.Is(err, ErrNotAvailable))
 	if err == nil {
 		m.stats.lastErr = ""
 		return

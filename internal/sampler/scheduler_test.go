@@ -128,6 +128,9 @@ func TestPanicWhileRunning(t *testing.T) {
 		if got := st.Plugin("ok").Errors.Load(); got != 0 {
 			t.Errorf("ok errors = %d, want 0", got)
 		}
+		if !st.Plugin("boom").LastFail.Load() || st.Plugin("ok").LastFail.Load() {
+			t.Errorf("LastFail: boom %v, ok %v; want true, false", st.Plugin("boom").LastFail.Load(), st.Plugin("ok").LastFail.Load())
+		}
 		if len(seen) != len(ok.calls) {
 			t.Errorf("ok produced %d values in %d ticks", len(seen), len(ok.calls))
 		}

@@ -25,8 +25,8 @@ func TestChanges(t *testing.T) {
 	}
 	f.Write(hdr + "10.0.0.1 0x1 0x2 aa:bb:cc:dd:ee:ff * eth0\n")
 	b.Reset(time.Now())
-	if err := f.P.Sample(context.Background(), time.Now(), &b); err != nil || b.Len() != 1 || b.Samples[0].Desc.Labels[0].Value != "eth0" {
-		t.Fatalf("after expiry: err %v, %v", err, b.Samples)
+	if err := f.P.Sample(context.Background(), time.Now(), &b); err != nil || b.Len() != 1 || b.Samples()[0].Desc.Labels[0].Value != "eth0" {
+		t.Fatalf("after expiry: err %v, %v", err, b.Samples())
 	}
 	f.Write(hdr + "10.0.0.1 0x1 0x2\n")
 	if err := f.P.Sample(context.Background(), time.Now(), &b); err == nil {

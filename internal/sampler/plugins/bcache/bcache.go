@@ -249,9 +249,9 @@ func (b *Bcache) Sample(_ context.Context, _ time.Time, batch *metric.Batch) err
 }
 
 func (b *Bcache) sampleSet(s *set, batch *metric.Batch) error {
-	start := len(batch.Samples)
+	start := batch.Len()
 	fail := func(f *kernfs.File, err error) error {
-		batch.Samples = batch.Samples[:start] // the set is all or nothing, as upstream
+		batch.Truncate(start) // the set is all or nothing, as upstream
 		return fmt.Errorf("%s: %w", f.Path(), err)
 	}
 	for _, v := range s.values {

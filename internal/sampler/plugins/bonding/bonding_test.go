@@ -47,7 +47,7 @@ func TestChanges(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := map[string]float64{}
-		for _, s := range b.Samples {
+		for _, s := range b.Samples() {
 			m[s.Desc.Name+"/"+s.Desc.Labels[0].Value] = s.Value
 		}
 		return m

@@ -39,8 +39,8 @@ func TestBadLine(t *testing.T) {
 		"Node 3 MemTotal: 100 kB\nNode 3 MemFree: x kB\nNode 3 Weird: 1 MB\n", nil)
 	var b metric.Batch
 	err := f.P.Sample(context.Background(), time.Now(), &b)
-	if err == nil || b.Len() != 1 || b.Samples[0].Value != 102400 || b.Samples[0].Desc.Labels[0].Value != "3" {
-		t.Fatalf("err %v, samples %v", err, b.Samples)
+	if err == nil || b.Len() != 1 || b.Samples()[0].Value != 102400 || b.Samples()[0].Desc.Labels[0].Value != "3" {
+		t.Fatalf("err %v, samples %v", err, b.Samples())
 	}
 }
 

@@ -1,5 +1,7 @@
-// Package netdev samples /proc/net/dev (node_exporter's netdev collector,
-// /proc variant): sixteen counters per network interface.
+// Package netdev samples /proc/net/dev (node_exporter's netdev collector):
+// sixteen counters per network interface, and the packets dropped for want
+// of a protocol handler from sysfs (node_exporter reads those over netlink;
+// /proc/net/dev has no column for them).
 package netdev
 
 import (
@@ -77,11 +79,16 @@ type device struct {
 	skip     bool // filtered out by the config
 	lastSeen uint64
 	descs    [NumCols]*metric.Desc
+	// nohandler is statistics/rx_nohandler in sysfs; nil once it was
+	// found missing (virtual devices of old kernels, fixtures without it).
+	nohandler     *kernfs.File
+	nohandlerDesc *metric.Desc
 }
 
 // Netdev is the netdev plugin.
 type Netdev struct {
 	cfg     Config
+	fs      kernfs.FS
 	file    *kernfs.File
 	devices map[string]*device
 	tick    uint64
@@ -92,6 +99,7 @@ func (n *Netdev) Init(env sampler.Env) error {
 	if err := n.cfg.Validate(); err != nil {
 		return err
 	}
+	n.fs = env.FS
 	n.file = kernfs.NewFile(env.FS.Path("proc", "net", "dev"), 8192)
 	n.file.NonBlocking = true // a system-wide /proc file: raw reads (kernfs.File)
 	n.devices = make(map[string]*device)
@@ -112,6 +120,14 @@ func (n *Netdev) Sample(_ context.Context, _ time.Time, b *metric.Batch) error {
 		}
 		for i, desc := range d.descs {
 			b.Add(desc, float64(v[i]))
+		}
+		if d.nohandler != nil {
+			if x, ok := readCounter(d.nohandler); ok {
+				b.Add(d.nohandlerDesc, float64(x))
+			} else {
+				d.nohandler.Close()
+				d.nohandler = nil
+			}
 		}
 	})
 	n.forget()
@@ -137,6 +153,12 @@ func (n *Netdev) device(name []byte) *device {
 		for i, c := range colNames {
 			d.descs[i] = metric.NewDesc("node_network_"+c+"_total",
 				"Network device statistic "+c+".", metric.Counter, "device", s)
+		}
+		if !strings.ContainsAny(s, "/") && s != "." && s != ".." {
+			d.nohandler = kernfs.NewFile(n.fs.Path("sys", "class", "net", s, "statistics", "rx_nohandler"), 32)
+			d.nohandler.NonBlocking = true // an in-memory sysfs attribute
+			d.nohandlerDesc = metric.NewDesc("node_network_receive_nohandler_total",
+				"Network device statistic receive_nohandler.", metric.Counter, "device", s)
 		}
 	}
 	n.devices[s] = d
@@ -165,9 +187,28 @@ func (n *Netdev) forget() {
 	}
 	for name, d := range n.devices {
 		if n.tick-d.lastSeen >= forgetAfter {
-			delete(n.devices, name)
+			n.drop(name, d)
 		}
 	}
+}
+
+func (n *Netdev) drop(name string, d *device) {
+	if d.nohandler != nil {
+		d.nohandler.Close()
+	}
+	delete(n.devices, name)
+}
+
+// readCounter reads one sysfs counter; false if it is missing or not a
+// number (the device went away, or has no such attribute).
+func readCounter(f *kernfs.File) (uint64, bool) {
+	data, err := f.Read()
+	if err != nil {
+		return 0, false
+	}
+	line, _ := kernfs.NextLine(data)
+	x, err := kernfs.ParseUint(kernfs.TrimSpace(line))
+	return x, err == nil
 }
 
 func (n *Netdev) evictOldest() {
@@ -178,7 +219,7 @@ func (n *Netdev) evictOldest() {
 			oldest, oldestSeen = name, d.lastSeen
 		}
 	}
-	delete(n.devices, oldest)
+	n.drop(oldest, n.devices[oldest])
 }
 
 // ErrFormat is wrapped by every parse error.

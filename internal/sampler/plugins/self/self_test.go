@@ -27,7 +27,9 @@ func split(b *metric.Batch) (own map[string]float64, rest metric.Batch) {
 	rest.Time = b.Time
 	for _, s := range b.Samples() {
 		switch s.Desc.Name {
-		case "vigil_sampler_cpu_seconds_total", "vigil_sampler_resident_memory_bytes":
+		case "vigil_sampler_cpu_seconds_total", "vigil_sampler_resident_memory_bytes",
+			"process_cpu_seconds_total", "process_resident_memory_bytes", "process_virtual_memory_bytes",
+			"process_open_fds", "process_max_fds", "process_start_time_seconds":
 			own[s.Desc.Name] = s.Value
 		default:
 			rest.Add(s.Desc, s.Value)
@@ -56,8 +58,21 @@ func TestStats(t *testing.T) {
 	st.Ticks.Store(1234)
 	st.Overruns.Store(2)
 	own, rest := split(sample(t, p))
-	if got := len(rest.Samples()); got != 2+2*3 {
-		t.Errorf("first tick: %d scheduler samples, want 8", got)
+	// ticks, overruns; per plugin errors, duration, samples and
+	// node_exporter's duration and success.
+	if got := len(rest.Samples()); got != 2+2*5 {
+		t.Errorf("first tick: %d scheduler samples, want 12", got)
+	}
+	// The same process figures under node_exporter's names (as every
+	// Prometheus client library exports them).
+	if own["process_resident_memory_bytes"] < 1<<20 || own["process_virtual_memory_bytes"] < own["process_resident_memory_bytes"] {
+		t.Errorf("process memory: resident %v, virtual %v", own["process_resident_memory_bytes"], own["process_virtual_memory_bytes"])
+	}
+	if fds, max := own["process_open_fds"], own["process_max_fds"]; fds < 3 || max < fds {
+		t.Errorf("open fds %v, max %v: want at least stdin/out/err and max ≥ open", fds, max)
+	}
+	if st := own["process_start_time_seconds"]; time.Since(time.Unix(int64(st), 0)) > time.Minute {
+		t.Errorf("start time %v is not this test's", st)
 	}
 	if own["vigil_sampler_resident_memory_bytes"] < 1<<20 {
 		t.Errorf("resident memory = %v, want > 1 MiB", own["vigil_sampler_resident_memory_bytes"])
@@ -84,8 +99,40 @@ func TestNoStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := sample(t, p)
-	if b.Len() != 2 {
-		t.Errorf("without scheduler stats: %d samples, want 2 (cpu, rss)", b.Len())
+	if b.Len() != 2+6 {
+		t.Errorf("without scheduler stats: %d samples, want 8 (cpu, rss and 6 process_*)", b.Len())
+	}
+}
+
+// exporter_names = false leaves only Vigil's own names.
+func TestWithoutExporterNames(t *testing.T) {
+	p, st := testutil.NewPlugin(t, "self", t.TempDir(), &self.Config{ExporterNames: false})
+	addPlugin(st, "cpu", 0, 40, 1_500_000)
+	b := sample(t, p)
+	for _, s := range b.Samples() {
+		if !strings.HasPrefix(s.Desc.Name, "vigil_") {
+			t.Errorf("series %s with exporter_names off", s.Desc.Name)
+		}
+	}
+	if b.Len() != 2+2+3 {
+		t.Errorf("%d samples, want 7", b.Len())
+	}
+}
+
+// A plugin's last sample failing shows as node_scrape_collector_success 0.
+func TestCollectorSuccess(t *testing.T) {
+	p, st := testutil.NewPlugin(t, "self", t.TempDir(), nil)
+	addPlugin(st, "cpu", 0, 40, 1_500_000)
+	addPlugin(st, "hwmon", 1, 0, 2_000)
+	st.Plugins[1].LastFail.Store(true)
+	got := map[string]float64{}
+	for _, s := range sample(t, p).Samples() {
+		if s.Desc.Name == "node_scrape_collector_success" {
+			got[s.Desc.Labels[0].Value] = s.Value
+		}
+	}
+	if got["cpu"] != 1 || got["hwmon"] != 0 || len(got) != 2 {
+		t.Errorf("node_scrape_collector_success = %v, want cpu 1, hwmon 0", got)
 	}
 }
 

@@ -188,7 +188,9 @@ func (t *Textfile) Sample(_ context.Context, _ time.Time, b *metric.Batch) error
 	if changed {
 		t.rebuild()
 	}
-	b.Samples = append(b.Samples, t.out...)
+	for _, o := range t.out {
+		b.Add(o.Desc, o.Value)
+	}
 	v := 0.0
 	if errored || tooMany || t.overflow {
 		v = 1

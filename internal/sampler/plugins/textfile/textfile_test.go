@@ -81,7 +81,7 @@ func sample(t *testing.T, p sampler.Plugin) map[string]float64 {
 		t.Fatal(err)
 	}
 	out := map[string]float64{}
-	for _, s := range b.Samples {
+	for _, s := range b.Samples() {
 		k := s.Desc.Name
 		for _, l := range s.Desc.Labels {
 			k += "," + l.Name + "=" + l.Value
@@ -144,9 +144,9 @@ func TestChanges(t *testing.T) {
 	var b1, b2 metric.Batch
 	p.Sample(context.Background(), time.Now(), &b1)
 	p.Sample(context.Background(), time.Now(), &b2)
-	for i := range b1.Samples {
-		if b1.Samples[i].Desc != b2.Samples[i].Desc {
-			t.Fatalf("descriptor of %s changed between unchanged ticks", b1.Samples[i].Desc.Name)
+	for i := range b1.Samples() {
+		if b1.Samples()[i].Desc != b2.Samples()[i].Desc {
+			t.Fatalf("descriptor of %s changed between unchanged ticks", b1.Samples()[i].Desc.Name)
 		}
 	}
 }
@@ -216,7 +216,7 @@ func TestNotRegular(t *testing.T) {
 		var b metric.Batch
 		p.Sample(context.Background(), time.Now(), &b)
 		m := map[string]float64{}
-		for _, s := range b.Samples {
+		for _, s := range b.Samples() {
 			m[s.Desc.Name] += s.Value
 		}
 		done <- m
