@@ -180,11 +180,19 @@ func (s *Self) newPluginSeries(ps *sampler.PluginStats) pluginSeries {
 		samples:  metric.NewDesc("vigil_plugin_samples", "Values appended by the plugin's last sample.", metric.Gauge, "plugin", ps.Name),
 	}
 	if s.cfg.ExporterNames {
-		p.scrapeDuration = metric.NewDesc("node_scrape_collector_duration_seconds", "node_exporter: Duration of a collector scrape.", metric.Gauge, "collector", ps.Name)
-		p.success = metric.NewDesc("node_scrape_collector_success", "node_exporter: Whether a collector succeeded.", metric.Gauge, "collector", ps.Name)
+		c := ps.Name
+		if n, ok := collectorNames[c]; ok {
+			c = n
+		}
+		p.scrapeDuration = metric.NewDesc("node_scrape_collector_duration_seconds", "node_exporter: Duration of a collector scrape.", metric.Gauge, "collector", c)
+		p.success = metric.NewDesc("node_scrape_collector_success", "node_exporter: Whether a collector succeeded.", metric.Gauge, "collector", c)
 	}
 	return p
 }
+
+// collectorNames are node_exporter's names of the collectors that read the
+// same files as a plugin of another name.
+var collectorNames = map[string]string{"memory": "meminfo", "load": "loadavg"}
 
 // micros converts whole microseconds to seconds. Durations are kept to the
 // microsecond (rusage's own resolution; nanoseconds of a plugin's run are
