@@ -138,13 +138,13 @@ var ctrlNames = [nCtrl]string{"memory", "cpuacct", "cpuset", "freezer"}
 type root struct {
 	ctrl    [nCtrl]string // v1: <cg>/<ctrl>/slurm[_node], "" where absent
 	primary string        // v1: the first of memory, cpuacct, cpuset, freezer; v2: the scope
-	pathZ   []byte        // primary, NUL-terminated
+	dir     *dirFD        // primary
 	uids    map[uint32]*uidDir
 }
 
 type uidDir struct {
-	pathZ []byte
-	seen  uint64
+	dir  *dirFD
+	seen uint64
 }
 
 // leaf is a directory of a job's tree whose processes are counted.
@@ -157,6 +157,7 @@ type leaf struct {
 // pidIO is what a process had read and written when last seen.
 type pidIO struct {
 	pid    int32
+	f      cgFile // /proc/<pid>/io kept open (path only while opening)
 	rd, wr uint64
 }
 
@@ -266,7 +267,17 @@ func (p *Jobs) Close() error {
 	}
 	p.order = p.order[:0]
 	clear(p.jobs)
+	p.closeRoots()
 	return nil
+}
+
+func (p *Jobs) closeRoots() {
+	for _, r := range p.roots {
+		r.dir.close()
+		for _, u := range r.uids {
+			u.dir.close()
+		}
+	}
 }
 
 // Sample lists the Slurm cgroup roots for jobs and samples each one.
@@ -285,6 +296,7 @@ func (p *Jobs) Sample(ctx context.Context, now time.Time, b *metric.Batch) error
 	if p.layout != layoutNone && !p.discover() {
 		// A root went away (Slurm's cgroups removed): every job ends and
 		// the hierarchy is looked for again next rescan.
+		p.closeRoots()
 		p.layout, p.roots = layoutNone, nil
 	}
 	if p.discovered != nil {
@@ -341,7 +353,7 @@ func (p *Jobs) fail(err error) {
 func (p *Jobs) discover() bool {
 	for ri := range p.roots {
 		r := &p.roots[ri]
-		if err := listDirs(r.pathZ, &p.dbufs[0], &p.names[0]); err != nil {
+		if err := r.dir.list(&p.dbufs[0], &p.names[0]); err != nil {
 			if gone(err) {
 				p.log.Info("Slurm cgroup root went away", "path", r.primary)
 				return false
@@ -369,13 +381,13 @@ func (p *Jobs) discover() bool {
 			}
 			u := r.uids[uid]
 			if u == nil {
-				u = &uidDir{pathZ: fmt.Appendf(nil, "%s/uid_%d\x00", r.primary, uid)}
+				u = &uidDir{dir: newDirFD(fmt.Appendf(nil, "%s/uid_%d\x00", r.primary, uid))}
 				r.uids[uid] = u
 			}
 			u.seen = p.tick
-			if err := listDirs(u.pathZ, &p.dbufs[1], &p.names[1]); err != nil {
+			if err := u.dir.list(&p.dbufs[1], &p.names[1]); err != nil {
 				if !gone(err) { // gone: the user's last job ended meanwhile
-					p.fail(fmt.Errorf("list %s: %w", u.pathZ[:len(u.pathZ)-1], err))
+					p.fail(fmt.Errorf("list %s: %w", u.dir.pathZ[:len(u.dir.pathZ)-1], err))
 				}
 				continue
 			}
@@ -389,6 +401,7 @@ func (p *Jobs) discover() bool {
 		}
 		for uid, u := range r.uids {
 			if u.seen != p.tick {
+				u.dir.close()
 				delete(r.uids, uid)
 			}
 		}
@@ -469,6 +482,9 @@ func (p *Jobs) release(j *job) {
 	for i := range j.leaves {
 		p.fds.close(&j.leaves[i].procs)
 		p.fds.close(&j.leaves[i].threads)
+	}
+	for i := range j.io2 {
+		p.fds.close(&j.io2[i].f)
 	}
 }
 
@@ -659,7 +675,8 @@ func (p *Jobs) countProcs(j *job, wantPIDs bool) {
 // procUID is the real uid of a process (cgroup v2 paths do not name the
 // user), -1 if it cannot be read. Asked at scans only.
 func (p *Jobs) procUID(pid int32) int64 {
-	f := cgFile{path: fmt.Appendf(nil, "%s/%d/status\x00", p.proc, pid), fd: -1}
+	p.ioPath = append(strconv.AppendInt(append(append(p.ioPath[:0], p.proc...), '/'), int64(pid), 10), "/status\x00"...)
+	f := cgFile{path: p.ioPath, fd: -1}
 	saved := p.fds.left
 	p.fds.left = 0
 	data, err := p.fds.read(&f, &p.buf)
@@ -681,33 +698,43 @@ const maxPIDsPerJob = 65536
 
 // procIO adds to the job's I/O totals what each of its processes read and
 // wrote since last seen: a process that exits takes with it only what it
-// did since the previous tick, and the totals never go down.
+// did since the previous tick, and the totals never go down. Each
+// process's io file stays open while it lives and the budget allows.
 func (p *Jobs) procIO(j *job) {
 	prev := j.io2
 	next := j.io2spare[:0]
 	k := 0
 	for _, pid := range j.pids {
 		for k < len(prev) && prev[k].pid < pid {
+			p.fds.close(&prev[k].f)
 			k++
 		}
-		var last *pidIO
+		st := pidIO{pid: pid, f: cgFile{fd: -1}}
+		known := false
 		if k < len(prev) && prev[k].pid == pid {
-			last = &prev[k]
+			st, known = prev[k], true
+			k++
 		}
 		if p.ioLeft <= 0 {
 			p.ioSkipped++
-			if last != nil {
-				next = append(next, *last)
+			if known {
+				next = append(next, st)
 			}
 			continue
 		}
 		p.ioLeft--
-		p.ioPath = append(strconv.AppendInt(append(append(p.ioPath[:0], p.proc...), '/'), int64(pid), 10), "/io\x00"...)
-		f := cgFile{path: p.ioPath, fd: -1}
-		saved := p.fds.left
-		p.fds.left = 0 // never keep a process's file open
-		data, err := p.fds.read(&f, &p.buf)
-		p.fds.left = saved
+		var data []byte
+		var err error
+		if st.f.fd >= 0 {
+			if data, err = pread(int(st.f.fd), &p.buf); err != nil {
+				p.fds.close(&st.f) // ESRCH: the process exited
+			}
+		} else {
+			p.ioPath = append(strconv.AppendInt(append(append(p.ioPath[:0], p.proc...), '/'), int64(pid), 10), "/io\x00"...)
+			st.f.path = p.ioPath
+			data, err = p.fds.read(&st.f, &p.buf)
+			st.f.path = nil
+		}
 		if err != nil {
 			if !gone(err) && !denied(err) {
 				p.fail(fmt.Errorf("read %s/%d/io: %w", p.proc, pid, err))
@@ -716,20 +743,25 @@ func (p *Jobs) procIO(j *job) {
 		}
 		rd, wr, err := parseIO(data)
 		if err != nil {
+			p.fds.close(&st.f)
 			p.fail(fmt.Errorf("%s/%d/io: %w", p.proc, pid, err))
 			continue
 		}
-		switch {
-		case last == nil || rd < last.rd || wr < last.wr:
+		if !known || rd < st.rd || wr < st.wr {
 			// New to the job (or a new process under a reused pid): all
 			// its I/O was done as part of the job.
 			j.rdSum += rd
 			j.wrSum += wr
-		default:
-			j.rdSum += rd - last.rd
-			j.wrSum += wr - last.wr
+		} else {
+			j.rdSum += rd - st.rd
+			j.wrSum += wr - st.wr
 		}
-		next = append(next, pidIO{pid: pid, rd: rd, wr: wr})
+		st.rd, st.wr = rd, wr
+		next = append(next, st)
 	}
+	for ; k < len(prev); k++ {
+		p.fds.close(&prev[k].f)
+	}
+	clear(prev)
 	j.io2, j.io2spare = next, prev[:0]
 }

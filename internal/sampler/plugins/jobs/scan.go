@@ -88,9 +88,11 @@ func (p *Jobs) scan(j *job, nowN int64) {
 }
 
 // walk lists p.path (a directory at depth below the job directory) and
-// records in p.rels the directories whose processes count: v2 keeps
-// processes in leaves only, v1 anywhere below the job. Slurm's own
-// "slurm" directories (slurmstepd) are skipped.
+// records in p.rels the directories whose processes count: the leaves,
+// where Slurm puts the tasks (task_<t>, or the step itself without
+// task/cgroup). Slurm's own "slurm" directories (slurmstepd, cgroup v2)
+// are skipped; cgroup v1 keeps slurmstepd in the step directory, which is
+// not a leaf.
 func (p *Jobs) walk(jobLen, depth int) error {
 	p.path = append(p.path, 0)
 	err := listDirs(p.path, &p.dbufs[depth+2], &p.names[depth+2])
@@ -102,7 +104,7 @@ func (p *Jobs) walk(jobLen, depth int) error {
 		return err
 	}
 	names := p.names[depth+2]
-	if depth > 0 && (len(names) == 0 || p.layout == layoutV1 || depth == maxDepth) && p.countLeaves() < maxLeaves {
+	if depth > 0 && (len(names) == 0 || depth == maxDepth) && p.countLeaves() < maxLeaves {
 		p.rels = append(append(p.rels, p.path[jobLen+1:]...), '\n')
 	}
 	if depth == maxDepth {
@@ -130,6 +132,7 @@ func (p *Jobs) countLeaves() int { return bytes.Count(p.rels, []byte{'\n'}) }
 // nothing per tick.
 func (p *Jobs) detect(nowN int64) {
 	p.detectedAt = nowN
+	p.closeRoots()
 	p.roots = nil
 	msg := ""
 	if _, err := os.Stat(filepath.Join(p.cg, "cgroup.controllers")); err == nil {
@@ -201,7 +204,7 @@ func (p *Jobs) detect(nowN int64) {
 }
 
 func (p *Jobs) addRoot(r root) {
-	r.pathZ = append([]byte(r.primary), 0)
+	r.dir = newDirFD(append([]byte(r.primary), 0))
 	r.uids = map[uint32]*uidDir{}
 	p.roots = append(p.roots, r)
 }

@@ -143,12 +143,58 @@ func denied(err error) bool {
 // the same buffer. Entries of unknown type are included (callers open
 // them, which fails for files).
 func listDirs(path []byte, dbuf *[]byte, names *[][]byte) error {
-	*names = (*names)[:0]
 	fd, err := openDir(path)
 	if err != nil {
+		*names = (*names)[:0]
 		return err
 	}
-	defer syscall.Close(fd)
+	_, err = listFD(fd, dbuf, names)
+	syscall.Close(fd)
+	return err
+}
+
+// dirFD is a directory listed every tick through a descriptor kept open.
+type dirFD struct {
+	pathZ []byte
+	fd    int32
+}
+
+func newDirFD(pathZ []byte) *dirFD { return &dirFD{pathZ: pathZ, fd: -1} }
+
+// list lists d's subdirectories as listDirs does. A removed cgroup's
+// descriptor lists nothing, not even the control files every live cgroup
+// has, so an empty listing is retried by path: a directory removed and
+// made again (a user's uid_<n> between two jobs) is listed afresh.
+func (d *dirFD) list(dbuf *[]byte, names *[][]byte) error {
+	if d.fd >= 0 {
+		if _, err := syscall.Seek(int(d.fd), 0, 0); err == nil {
+			if n, err := listFD(int(d.fd), dbuf, names); err == nil && n > 0 {
+				return nil
+			}
+		}
+		d.close()
+	}
+	fd, err := openDir(d.pathZ)
+	if err != nil {
+		*names = (*names)[:0]
+		return err
+	}
+	d.fd = int32(fd)
+	_, err = listFD(fd, dbuf, names)
+	return err
+}
+
+func (d *dirFD) close() {
+	if d.fd >= 0 {
+		syscall.Close(int(d.fd))
+		d.fd = -1
+	}
+}
+
+// listFD reads the directory behind fd from its current offset; n counts
+// every entry but "." and "..", directories or not.
+func listFD(fd int, dbuf *[]byte, names *[][]byte) (n int, err error) {
+	*names = (*names)[:0]
 	if len(*dbuf) == 0 {
 		*dbuf = make([]byte, 16<<10)
 	}
@@ -156,28 +202,28 @@ func listDirs(path []byte, dbuf *[]byte, names *[][]byte) error {
 	for {
 		if len(*dbuf)-used < 4096 {
 			if len(*dbuf) >= maxFile {
-				return fmt.Errorf("directory larger than %d bytes", maxFile)
+				return 0, fmt.Errorf("directory larger than %d bytes", maxFile)
 			}
 			nb := make([]byte, 2*len(*dbuf))
 			copy(nb, (*dbuf)[:used])
 			*dbuf = nb
 		}
-		n, err := syscall.Getdents(fd, (*dbuf)[used:])
+		k, err := syscall.Getdents(fd, (*dbuf)[used:])
 		if errors.Is(err, syscall.EINTR) {
 			continue
 		}
 		if err != nil {
-			return err
+			return 0, err
 		}
-		if n <= 0 {
+		if k <= 0 {
 			break
 		}
-		used += n
+		used += k
 	}
 	for b := (*dbuf)[:used]; len(b) >= 19; {
 		reclen := int(binary.NativeEndian.Uint16(b[16:18]))
 		if reclen < 19 || reclen > len(b) {
-			return fmt.Errorf("bad directory record length %d", reclen)
+			return 0, fmt.Errorf("bad directory record length %d", reclen)
 		}
 		typ, name := b[18], b[19:reclen]
 		for i, c := range name {
@@ -187,12 +233,15 @@ func listDirs(path []byte, dbuf *[]byte, names *[][]byte) error {
 			}
 		}
 		b = b[reclen:]
-		if (typ != syscall.DT_DIR && typ != syscall.DT_UNKNOWN) || string(name) == "." || string(name) == ".." {
+		if string(name) == "." || string(name) == ".." {
 			continue
 		}
-		*names = append(*names, name)
+		n++
+		if typ == syscall.DT_DIR || typ == syscall.DT_UNKNOWN {
+			*names = append(*names, name)
+		}
 	}
-	return nil
+	return n, nil
 }
 
 func openDir(path []byte) (int, error) {
@@ -212,21 +261,18 @@ func openDir(path []byte) (int, error) {
 	}
 }
 
-// exists reports whether the path (NUL-terminated) exists. Only asked
-// after a failed read, so its allocation does not matter.
+// exists reports whether the path (NUL-terminated) exists.
 func exists(path []byte) bool {
-	var st syscall.Stat_t
-	return syscall.Stat(string(path[:len(path)-1]), &st) == nil
-}
-
-// ownerUID is the owner of path (NUL-terminated), -1 if unknown. Asked
-// when a job's tree is scanned, not every tick.
-func ownerUID(path []byte) int64 {
-	var st syscall.Stat_t
-	if syscall.Stat(string(path[:len(path)-1]), &st) != nil {
-		return -1
+	if len(path) == 0 || path[len(path)-1] != 0 {
+		return false
 	}
-	return int64(st.Uid)
+	for {
+		_, _, e := syscall.Syscall6(syscall.SYS_FACCESSAT, cwd(), uintptr(unsafe.Pointer(&path[0])), 0, 0, 0, 0)
+		if e == syscall.EINTR {
+			continue
+		}
+		return e == 0
+	}
 }
 
 // fdBudget caps kept-open files at a quarter of the descriptor limit.

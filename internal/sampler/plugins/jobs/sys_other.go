@@ -26,8 +26,15 @@ func (b *fds) close(*cgFile)                         {}
 func (b *fds) read(*cgFile, *[]byte) ([]byte, error) { return nil, sampler.ErrNotAvailable }
 
 func listDirs([]byte, *[]byte, *[][]byte) error { return sampler.ErrNotAvailable }
-func gone(err error) bool                       { return errors.Is(err, sampler.ErrNotAvailable) }
-func denied(error) bool                         { return false }
-func exists([]byte) bool                        { return false }
-func ownerUID([]byte) int64                     { return -1 }
-func fdBudget(want int) int                     { return want }
+
+type dirFD struct{ pathZ []byte }
+
+func newDirFD(pathZ []byte) *dirFD             { return &dirFD{pathZ: pathZ} }
+func (d *dirFD) list(*[]byte, *[][]byte) error { return sampler.ErrNotAvailable }
+func (d *dirFD) close()                        {}
+func gone(err error) bool                      { return errors.Is(err, sampler.ErrNotAvailable) }
+func denied(error) bool                        { return false }
+func exists([]byte) bool                       { return false }
+func fdBudget(want int) int                    { return want }
+
+func pread(int, *[]byte) ([]byte, error) { return nil, sampler.ErrNotAvailable }
