@@ -159,6 +159,7 @@ type pidIO struct {
 	pid    int32
 	f      cgFile // /proc/<pid>/io kept open (path only while opening)
 	rd, wr uint64
+	noIO   bool // the io file cannot be read
 }
 
 // job is the state kept per job between ticks.
@@ -170,6 +171,8 @@ type job struct {
 	dirZ  []byte // primary job directory, NUL-terminated
 
 	cpu, mem, peak, events, oom, limit, cpuset, io cgFile
+	stat                                           cgFile // v2 cgroup.stat
+	descendants                                    uint64
 	leaves                                         []leaf
 	scanned                                        int64 // UnixNano of the last tree scan
 	needScan                                       bool
@@ -459,7 +462,7 @@ func (p *Jobs) newJob(r *root, uid int64, id uint32) *job {
 		j.dirZ = append(d[:len(d):len(d)], 0)
 		j.cpu, j.mem, j.peak = file(d, "cpu.stat"), file(d, "memory.stat"), file(d, "memory.peak")
 		j.events, j.limit, j.cpuset = file(d, "memory.events"), file(d, "memory.max"), file(d, "cpuset.cpus.effective")
-		j.io = file(d, "io.stat")
+		j.io, j.stat = file(d, "io.stat"), file(d, "cgroup.stat")
 		j.oom = cgFile{fd: -1}
 		return j
 	}
@@ -470,13 +473,17 @@ func (p *Jobs) newJob(r *root, uid int64, id uint32) *job {
 	j.mem, j.peak = file(mem, "memory.stat"), file(mem, "memory.max_usage_in_bytes")
 	j.events, j.oom, j.limit = file(mem, "memory.failcnt"), file(mem, "memory.oom_control"), file(mem, "memory.limit_in_bytes")
 	j.cpuset = file(dir(r.ctrl[ctrlCPUSet]), "cpuset.cpus")
-	j.io = cgFile{fd: -1}
+	j.io, j.stat = cgFile{fd: -1}, cgFile{fd: -1}
 	return j
+}
+
+func (j *job) files() [9]*cgFile {
+	return [...]*cgFile{&j.cpu, &j.mem, &j.peak, &j.events, &j.oom, &j.limit, &j.cpuset, &j.io, &j.stat}
 }
 
 // release closes what a job holds.
 func (p *Jobs) release(j *job) {
-	for _, f := range [...]*cgFile{&j.cpu, &j.mem, &j.peak, &j.events, &j.oom, &j.limit, &j.cpuset, &j.io} {
+	for _, f := range j.files() {
 		p.fds.close(f)
 	}
 	for i := range j.leaves {
@@ -520,6 +527,7 @@ var (
 	v2MemKeys    = []string{"anon", "shmem"}
 	v2EventKeys  = []string{"oom_kill", "max"}
 	v1OOMKeys    = []string{"oom_kill"}
+	v2StatKeys   = []string{"nr_descendants"}
 	userHZ       = 100.0 // unit of cgroup v1 cpuacct.stat (USER_HZ)
 	microsPerSec = 1e6
 )
@@ -543,8 +551,22 @@ func (p *Jobs) keyed(f *cgFile, data []byte, keys []string) bool {
 // sampleJob reads a job's files and, unless it turns out to be gone,
 // appends its series.
 func (p *Jobs) sampleJob(j *job, nowN int64, b *metric.Batch) {
+	// cgroup v2 counts a job's descendant cgroups: a step that starts or
+	// ends changes the count, so the tree needs no periodic walk.
+	every := int64(p.cfg.Rescan)
+	if data := p.readJob(j, &j.stat); data != nil {
+		if p.keyed(&j.stat, data, v2StatKeys) {
+			if p.keys[0] != j.descendants {
+				j.descendants, j.needScan = p.keys[0], true
+			}
+			every *= v2RescanFactor
+		}
+	}
+	if j.ended {
+		return
+	}
 	scanned := false
-	if j.needScan || j.procs == 0 || nowN < j.scanned || nowN-j.scanned >= int64(p.cfg.Rescan) {
+	if j.needScan || j.procs == 0 || nowN < j.scanned || nowN-j.scanned >= every {
 		p.scan(j, nowN)
 		scanned = true
 	}
@@ -672,6 +694,12 @@ func (p *Jobs) countProcs(j *job, wantPIDs bool) {
 	}
 }
 
+// procExists reports whether /proc/<pid> exists.
+func (p *Jobs) procExists(pid int32) bool {
+	p.ioPath = append(strconv.AppendInt(append(append(p.ioPath[:0], p.proc...), '/'), int64(pid), 10), 0)
+	return exists(p.ioPath)
+}
+
 // procUID is the real uid of a process (cgroup v2 paths do not name the
 // user), -1 if it cannot be read. Asked at scans only.
 func (p *Jobs) procUID(pid int32) int64 {
@@ -692,6 +720,11 @@ func (p *Jobs) procUID(pid int32) int64 {
 }
 
 var statusUIDKey = [1]string{"Uid:"}
+
+// v2RescanFactor stretches the periodic walk of a job's tree on cgroup v2,
+// where cgroup.stat tells when it changed; what the walk also re-reads
+// (memory limit, cpuset) changes only by hand.
+const v2RescanFactor = 6
 
 // maxPIDsPerJob bounds the processes whose I/O is followed per job.
 const maxPIDsPerJob = 65536
@@ -714,6 +747,10 @@ func (p *Jobs) procIO(j *job) {
 		if k < len(prev) && prev[k].pid == pid {
 			st, known = prev[k], true
 			k++
+		}
+		if st.noIO {
+			next = append(next, st) // unreadable: not tried again while it lives
+			continue
 		}
 		if p.ioLeft <= 0 {
 			p.ioSkipped++
@@ -738,6 +775,12 @@ func (p *Jobs) procIO(j *job) {
 		if err != nil {
 			if !gone(err) && !denied(err) {
 				p.fail(fmt.Errorf("read %s/%d/io: %w", p.proc, pid, err))
+			}
+			if st.f.fd < 0 && !known && (denied(err) || gone(err) && p.procExists(pid)) {
+				// Another user's process without privileges, or a kernel
+				// without task I/O accounting.
+				st.noIO = true
+				next = append(next, st)
 			}
 			continue
 		}

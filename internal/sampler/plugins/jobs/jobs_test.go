@@ -449,6 +449,23 @@ func BenchmarkSample(b *testing.B) {
 	}
 }
 
+// BenchmarkPread is the yardstick for BenchmarkSample on a shared or
+// virtual machine: one pread of a small fixture file kept open.
+func BenchmarkPread(b *testing.B) {
+	f, err := os.Open("testdata/v2/sys/fs/cgroup/system.slice/slurmstepd.scope/job_2001/cpu.stat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 4096)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := f.ReadAt(buf, 0); err != nil && err.Error() != "EOF" {
+			b.Fatal(err)
+		}
+	}
+}
+
 // addJobs copies the fixture's two jobs to two more ids.
 func addJobs(b *testing.B, root, fx string) {
 	b.Helper()
@@ -474,5 +491,29 @@ func addJobs(b *testing.B, root, fx string) {
 		if err := os.CopyFS(pr[1], os.DirFS(pr[0])); err != nil {
 			b.Fatal(fmt.Errorf("copy %s: %w", pr[0], err))
 		}
+	}
+}
+
+// TestStepStartsV2: on cgroup v2 a new step is counted on the next tick,
+// told by cgroup.stat's nr_descendants, without waiting for a rescan.
+func TestStepStartsV2(t *testing.T) {
+	root := copyTree(t, "testdata/v2")
+	p := newJobs(t, root, nil)
+	t0 := time.Unix(1700000000, 0)
+	v := mustSample(t, p, t0)
+	if v["vigil_job_processes 2002"] != 2 {
+		t.Fatalf("processes = %v, want 2", v["vigil_job_processes 2002"])
+	}
+	job := filepath.Join(root, "sys/fs/cgroup/system.slice/slurmstepd.scope/job_2002")
+	write(t, filepath.Join(job, "step_1/user/task_0/cgroup.procs"), "9500\n9501\n")
+	write(t, filepath.Join(job, "step_1/user/task_0/cgroup.threads"), "9500\n9501\n")
+	v = mustSample(t, p, t0.Add(time.Second))
+	if v["vigil_job_processes 2002"] != 2 {
+		t.Fatalf("processes = %v before cgroup.stat changed, want 2 (no walk yet)", v["vigil_job_processes 2002"])
+	}
+	write(t, filepath.Join(job, "cgroup.stat"), "nr_descendants 8\nnr_dying_descendants 0\n")
+	v = mustSample(t, p, t0.Add(2*time.Second))
+	if v["vigil_job_processes 2002"] != 4 {
+		t.Errorf("processes = %v after a step started, want 4", v["vigil_job_processes 2002"])
 	}
 }

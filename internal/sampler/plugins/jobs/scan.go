@@ -20,7 +20,7 @@ const maxLeaves = 512
 // the job starts. Steady-state scans (nothing changed) allocate nothing.
 func (p *Jobs) scan(j *job, nowN int64) {
 	j.scanned, j.needScan = nowN, false
-	for _, f := range [...]*cgFile{&j.cpu, &j.mem, &j.peak, &j.events, &j.oom, &j.limit, &j.cpuset, &j.io} {
+	for _, f := range j.files() {
 		f.missing = false
 	}
 	p.rels = p.rels[:0]
@@ -104,11 +104,8 @@ func (p *Jobs) walk(jobLen, depth int) error {
 		return err
 	}
 	names := p.names[depth+2]
-	if depth > 0 && (len(names) == 0 || depth == maxDepth) && p.countLeaves() < maxLeaves {
+	if depth > 0 && len(names) == 0 && p.countLeaves() < maxLeaves {
 		p.rels = append(append(p.rels, p.path[jobLen+1:]...), '\n')
-	}
-	if depth == maxDepth {
-		return nil
 	}
 	base := len(p.path)
 	for _, name := range names {
@@ -116,6 +113,13 @@ func (p *Jobs) walk(jobLen, depth int) error {
 			continue
 		}
 		p.path = append(append(p.path[:base], '/'), name...)
+		if bytes.HasPrefix(name, []byte("task_")) || depth+1 == maxDepth {
+			// Slurm makes nothing below a task: a leaf, not listed.
+			if p.countLeaves() < maxLeaves {
+				p.rels = append(append(p.rels, p.path[jobLen+1:]...), '\n')
+			}
+			continue
+		}
 		if err := p.walk(jobLen, depth+1); err != nil {
 			p.path = p.path[:base]
 			return err
