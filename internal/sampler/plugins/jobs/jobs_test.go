@@ -517,3 +517,22 @@ func TestStepStartsV2(t *testing.T) {
 		t.Errorf("processes = %v after a step started, want 4", v["vigil_job_processes 2002"])
 	}
 }
+
+// TestBadContent: a file that makes no sense is an error naming it; the
+// job's other series and the other jobs are still reported.
+func TestBadContent(t *testing.T) {
+	root := copyTree(t, "testdata/v2")
+	bad := filepath.Join(root, "sys/fs/cgroup/system.slice/slurmstepd.scope/job_2001/memory.stat")
+	write(t, bad, "anon lots\n")
+	p := newJobs(t, root, nil)
+	v, err := sample(t, p, time.Unix(1700000000, 0))
+	if err == nil || !strings.Contains(err.Error(), bad) {
+		t.Fatalf("err = %v, want one naming %s", err, bad)
+	}
+	if _, ok := v["vigil_job_memory_used_bytes 2001"]; ok {
+		t.Error("memory reported from a bad memory.stat")
+	}
+	if v["vigil_job_cpu_user_seconds_total 2001"] != 7200 || v["vigil_job_running 2002"] != 1 {
+		t.Errorf("other series lost: cpu %v, job 2002 running %v", v["vigil_job_cpu_user_seconds_total 2001"], v["vigil_job_running 2002"])
+	}
+}
