@@ -210,6 +210,7 @@ type Jobs struct {
 	names         [maxDepth + 3][][]byte
 	path          []byte
 	rels          []byte // leaf paths found by a scan, '\n'-separated
+	nrels         int
 	ioPath        []byte
 	vals          [nSeries]float64
 	has           uint32

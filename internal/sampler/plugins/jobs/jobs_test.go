@@ -536,3 +536,24 @@ func TestBadContent(t *testing.T) {
 		t.Errorf("other series lost: cpu %v, job 2002 running %v", v["vigil_job_cpu_user_seconds_total 2001"], v["vigil_job_running 2002"])
 	}
 }
+
+// TestHostileTree: a job with more task directories than maxLeaves and a
+// tree nested deeper than Slurm makes are read within their bounds.
+func TestHostileTree(t *testing.T) {
+	root := t.TempDir()
+	write(t, filepath.Join(root, "sys/fs/cgroup/cgroup.controllers"), "cpu memory\n")
+	job := filepath.Join(root, "sys/fs/cgroup/system.slice/slurmstepd.scope/job_9")
+	for i := range maxLeaves + 100 {
+		write(t, filepath.Join(job, "step_0/user", fmt.Sprintf("task_%d", i), "cgroup.procs"), "1\n")
+	}
+	deep := filepath.Join(job, "step_1")
+	for _, d := range []string{"a", "b", "c", "d", "e"} {
+		deep = filepath.Join(deep, d)
+		write(t, filepath.Join(deep, "cgroup.procs"), "2\n") // every cgroup has one
+	}
+	p := newJobs(t, root, nil)
+	v := mustSample(t, p, time.Unix(1700000000, 0))
+	if got := v["vigil_job_processes 9"]; got != maxLeaves {
+		t.Errorf("processes = %v, want %d (leaves bounded; the deep one is cut at depth %d, not a leaf)", got, maxLeaves, maxDepth)
+	}
+}

@@ -23,7 +23,7 @@ func (p *Jobs) scan(j *job, nowN int64) {
 	for _, f := range j.files() {
 		f.missing = false
 	}
-	p.rels = p.rels[:0]
+	p.rels, p.nrels = p.rels[:0], 0
 	p.path = append(p.path[:0], j.dirZ[:len(j.dirZ)-1]...)
 	if err := p.walk(len(p.path), 0); err != nil {
 		if gone(err) {
@@ -104,8 +104,8 @@ func (p *Jobs) walk(jobLen, depth int) error {
 		return err
 	}
 	names := p.names[depth+2]
-	if depth > 0 && len(names) == 0 && p.countLeaves() < maxLeaves {
-		p.rels = append(append(p.rels, p.path[jobLen+1:]...), '\n')
+	if depth > 0 && len(names) == 0 {
+		p.addRel(jobLen)
 	}
 	base := len(p.path)
 	for _, name := range names {
@@ -115,9 +115,7 @@ func (p *Jobs) walk(jobLen, depth int) error {
 		p.path = append(append(p.path[:base], '/'), name...)
 		if bytes.HasPrefix(name, []byte("task_")) || depth+1 == maxDepth {
 			// Slurm makes nothing below a task: a leaf, not listed.
-			if p.countLeaves() < maxLeaves {
-				p.rels = append(append(p.rels, p.path[jobLen+1:]...), '\n')
-			}
+			p.addRel(jobLen)
 			continue
 		}
 		if err := p.walk(jobLen, depth+1); err != nil {
@@ -129,7 +127,13 @@ func (p *Jobs) walk(jobLen, depth int) error {
 	return nil
 }
 
-func (p *Jobs) countLeaves() int { return bytes.Count(p.rels, []byte{'\n'}) }
+// addRel records p.path, relative to the job directory, as a leaf.
+func (p *Jobs) addRel(jobLen int) {
+	if p.nrels < maxLeaves {
+		p.rels = append(append(p.rels, p.path[jobLen+1:]...), '\n')
+		p.nrels++
+	}
+}
 
 // detect looks for Slurm's cgroup roots. It runs at start and, while none
 // is found, once per rescan interval, so a node without Slurm pays
