@@ -182,7 +182,6 @@ type job struct {
 	pids, spare    []int32 // this tick's pids (sorted) and a reused buffer
 	io2, io2spare  []pidIO
 	rdSum, wrSum   uint64 // bytes of processes seen so far (v1, v2 without io.stat)
-	ioFromProcs    bool
 	procs, threads int
 
 	d [nSeries]*metric.Desc
@@ -635,7 +634,7 @@ func (p *Jobs) sampleJob(j *job, nowN int64, b *metric.Batch) {
 	if scanned && j.uid < 0 && len(j.pids) > 0 {
 		j.uid = p.procUID(j.pids[0])
 	}
-	if j.ioFromProcs = v2 && !j.io.ok() || !v2; j.ioFromProcs {
+	if !j.io.ok() { // v1, or v2 without the io controller
 		p.procIO(j)
 		p.set(sRead, float64(j.rdSum))
 		p.set(sWrite, float64(j.wrSum))
@@ -663,7 +662,7 @@ func (p *Jobs) sampleJob(j *job, nowN int64, b *metric.Batch) {
 func (p *Jobs) countProcs(j *job, wantPIDs bool) {
 	j.procs, j.threads = 0, 0
 	var pids *[]int32
-	if p.layout == layoutV1 || !j.io.ok() || wantPIDs {
+	if !j.io.ok() || wantPIDs {
 		j.pids, j.spare = j.spare[:0], j.pids
 		pids = &j.pids
 	}
