@@ -167,3 +167,29 @@ func ParsePasswd(data []byte) map[uint32]string {
 	}
 	return users
 }
+
+// ParseJob returns the Slurm job id in a /proc/<pid>/cgroup, "" if the
+// process is in no job: the number of a "job_<n>" path element, as in
+// "0::/system.slice/slurmstepd.scope/job_42/step_0/user/task_0" (v2) or
+// "4:memory:/slurm_cn01/uid_1000/job_42/step_batch/task_0" (v1).
+func ParseJob(data []byte) string {
+	for len(data) > 0 {
+		var line []byte
+		line, data = kernfs.NextLine(data)
+		for {
+			i := bytes.Index(line, []byte("/job_"))
+			if i < 0 {
+				break
+			}
+			line = line[i+len("/job_"):]
+			n := 0
+			for n < len(line) && n < 10 && line[n] >= '0' && line[n] <= '9' {
+				n++
+			}
+			if n > 0 && line[0] != '0' && (n == len(line) || line[n] == '/') {
+				return string(line[:n])
+			}
+		}
+	}
+	return ""
+}

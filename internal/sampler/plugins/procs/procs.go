@@ -391,7 +391,13 @@ func (p *Procs) emit(st *proc, b *metric.Batch) error {
 	}
 	s := st.series
 	if s == nil || s.uid != uid || s.comm != string(st.commBytes()) {
-		s = p.newSeries(st.pid, uid, st.commBytes())
+		// The Slurm job, if any, read once per series: a process does
+		// not change jobs.
+		job := ""
+		if data, err := p.readFile(st.pid, "cgroup"); err == nil {
+			job = ParseJob(data)
+		}
+		s = p.newSeries(st.pid, uid, st.commBytes(), job)
 		st.series = s
 	}
 	b.Add(s.cpu, float64(st.cpu)/userHZ)
@@ -405,12 +411,15 @@ func (p *Procs) emit(st *proc, b *metric.Batch) error {
 	return nil
 }
 
-func (p *Procs) newSeries(pid int32, uid uint32, comm []byte) *series {
+func (p *Procs) newSeries(pid int32, uid uint32, comm []byte, job string) *series {
 	user, ok := p.users[uid]
 	if !ok {
 		user = strconv.FormatUint(uint64(uid), 10)
 	}
 	l := []string{"pid", strconv.Itoa(int(pid)), "user", user, "command", labelValue(comm)}
+	if job != "" {
+		l = append(l, "job", job)
+	}
 	return &series{
 		uid:          uid,
 		comm:         string(comm),

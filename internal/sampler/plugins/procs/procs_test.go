@@ -637,3 +637,22 @@ func BenchmarkSampleHost(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(p.cur)), "procs")
 }
+
+func TestParseJob(t *testing.T) {
+	for in, want := range map[string]string{
+		"0::/system.slice/slurmstepd.scope/job_42/step_0/user/task_0\n":                 "42",
+		"0::/system.slice/cn1_slurmstepd.scope/job_7/step_extern/user/task_0":           "7",
+		"12:memory:/slurm_cn01/uid_1000/job_123/step_batch/task_0\n1:name=systemd:/x\n": "123",
+		"3:freezer:/slurm/uid_5/job_9\n":                                                "9",
+		"0::/user.slice/user-1000.slice/session-3.scope\n":                              "",
+		"0::/system.slice/slurmstepd.scope/system\n":                                    "",
+		"0::/job_/x\n0::/job_01/x\n0::/job_1a/x\n0::/myjob_5x/\n":                       "",
+		"0::/a/job_12345678901/x\n":                                                     "",
+		"1:cpu:/docker/job_abc\n2:memory:/slurm/uid_0/job_3/step_0\n":                   "3",
+		"": "",
+	} {
+		if got := ParseJob([]byte(in)); got != want {
+			t.Errorf("ParseJob(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
