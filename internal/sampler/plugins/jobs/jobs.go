@@ -440,7 +440,7 @@ func (p *Jobs) newJob(r *root, uid int64, id uint32) *job {
 	j := &job{id: id, uid: uid, needScan: true}
 	ids := strconv.FormatUint(uint64(id), 10)
 	for i, s := range seriesInfo {
-		j.d[i] = metric.NewDesc(s.name, s.help, s.typ, "job", ids)
+		j.d[i] = metric.NewDesc(s.name, s.help, s.typ, "jobid", ids)
 	}
 	dir := func(base string) []byte {
 		if base == "" {

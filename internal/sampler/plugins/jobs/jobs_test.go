@@ -38,10 +38,10 @@ func newJobs(t testing.TB, root string, cfg *Config) *Jobs {
 // values maps "name job" (job empty for node series) to the value.
 func values(b *metric.Batch) map[string]float64 {
 	m := map[string]float64{}
-	for _, s := range b.Samples {
+	for _, s := range b.Samples() {
 		job := ""
 		for _, l := range s.Desc.Labels {
-			if l.Name == "job" {
+			if l.Name == "jobid" {
 				job = l.Value
 			}
 		}

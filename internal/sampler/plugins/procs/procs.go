@@ -418,7 +418,7 @@ func (p *Procs) newSeries(pid int32, uid uint32, comm []byte, job string) *serie
 	}
 	l := []string{"pid", strconv.Itoa(int(pid)), "user", user, "command", labelValue(comm)}
 	if job != "" {
-		l = append(l, "job", job)
+		l = append(l, "jobid", job)
 	}
 	return &series{
 		uid:          uid,
