@@ -207,3 +207,20 @@ type atomicTime struct{ ns atomic.Int64 }
 
 func (a *atomicTime) Store(t time.Time) { a.ns.Store(t.UnixNano()) }
 func (a *atomicTime) Load() time.Time   { return time.Unix(0, a.ns.Load()) }
+
+// An Ack the upstream never allows does not keep a silent peer's
+// connection open past ReadTimeout.
+func TestSilentPeerDroppedWhileAckDue(t *testing.T) {
+	const timeout = 400 * time.Millisecond
+	never := func() time.Time { return time.Unix(0, 0) }
+	srv := serve(t, wire.ServerOptions{ReadTimeout: timeout, AckInterval: 50 * time.Millisecond, HandledBefore: never})
+	p := dialRaw(t, srv.addr)
+	sent := time.Now()
+	p.send(t, typPing, 2)
+	if n, ok, timedOut := p.next(t, 5*time.Second); ok || timedOut {
+		t.Fatalf("ack %d (%v) or still open after 5s; want the connection closed", n, ok)
+	}
+	if d := time.Since(sent); d < timeout || d > timeout+2*time.Second {
+		t.Errorf("closed after %v, want about %v", d, timeout)
+	}
+}

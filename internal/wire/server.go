@@ -664,6 +664,7 @@ func readLoop(ctx context.Context, conn net.Conn, br *bufio.Reader, fr *FrameRea
 	// deadline is the read deadline that drops a silent peer; zero while
 	// an earlier one is set to wake up when an Ack is due.
 	var deadline time.Time
+	lastFrame := time.Now()
 	for {
 		now := time.Now()
 		if err := a.ack(now, false); err != nil {
@@ -678,7 +679,9 @@ func readLoop(ctx context.Context, conn net.Conn, br *bufio.Reader, fr *FrameRea
 				return end(nil, false)
 			}
 			if _, err := br.Peek(1); err != nil {
-				if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() == nil {
+				// Unless silent too long: with HandledBefore an Ack may
+				// stay due for as long as the upstream is away.
+				if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() == nil && time.Since(lastFrame) < o.ReadTimeout {
 					continue
 				}
 				return end(err, true)
@@ -698,6 +701,7 @@ func readLoop(ctx context.Context, conn net.Conn, br *bufio.Reader, fr *FrameRea
 		if err != nil {
 			return end(err, true)
 		}
+		lastFrame = now
 		size := uint64(len(payload) + headerSize + fr.trailer())
 		st.Frames.Add(1)
 		st.Bytes.Add(size)
