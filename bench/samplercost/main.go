@@ -49,6 +49,7 @@ func main() {
 	flag.StringVar(&c.root, "root", "/", "root of /proc and /sys for all three")
 	flag.IntVar(&c.runs, "runs", 1, "runs; more than one also prints medians")
 	flag.BoolVar(&c.upstream, "upstream", false, "also stream vigil's ticks over the wire to a receiver in this tool (which acknowledges and discards them)")
+	flag.DurationVar(&c.ackInterval, "ack-interval", 0, "with --upstream, the receiver's acknowledgement interval (0: wire.DefaultAckInterval)")
 	flag.Parse()
 	if err := c.run(); err != nil {
 		fmt.Fprintln(os.Stderr, "samplercost:", err)
@@ -58,7 +59,7 @@ func main() {
 
 type config struct {
 	vigilBin, neBin, floorSrc, cc, plugins, root string
-	duration, interval                           time.Duration
+	duration, interval, ackInterval              time.Duration
 	runs                                         int
 	upstream                                     bool
 	floorBin                                     string // built from floorSrc
@@ -153,7 +154,7 @@ func (c *config) once() ([]named, error) {
 			return nil, err
 		}
 		go func() {
-			_ = wire.Serve(ctx, ln, wire.ServerOptions{Log: slog.New(slog.DiscardHandler)}, wire.Discard{})
+			_ = wire.Serve(ctx, ln, wire.ServerOptions{Log: slog.New(slog.DiscardHandler), AckInterval: c.ackInterval}, wire.Discard{})
 		}()
 		procs[0].args = append(procs[0].args, "--upstream", ln.Addr().String())
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/vigil-hpc/vigil/internal/config"
 	"github.com/vigil-hpc/vigil/internal/httpsec"
 	"github.com/vigil-hpc/vigil/internal/metric"
 	"github.com/vigil-hpc/vigil/internal/treestate"
@@ -44,6 +45,8 @@ type Config struct {
 	// WebConfig is a Prometheus web configuration file (TLS, basic auth,
 	// client certificates) for HTTP; empty: plain HTTP, no auth.
 	WebConfig string
+	// WireLimits cap the children's connections (0: wire's defaults).
+	WireLimits config.WireLimits
 }
 
 // DefaultBufferBytes holds about five minutes of 1,000 nodes × 300 values
@@ -200,8 +203,10 @@ func (a *Aggregator) Run(ctx context.Context) error {
 	start(func() error {
 		// Children learn a tick was handled only once the upstream has it,
 		// so a kill -9 here leaves them to report what it held as gaps.
-		return wire.Serve(ctx, ln, wire.ServerOptions{Key: a.cfg.Key, Name: a.cfg.Name, Log: a.log, Stats: &a.wstats, Metrics: wiremetrics.New(a.reg),
-			HandledBefore: a.client.DeliveredBefore}, a)
+		opts := wire.ServerOptions{Key: a.cfg.Key, Name: a.cfg.Name, Log: a.log, Stats: &a.wstats, Metrics: wiremetrics.New(a.reg),
+			HandledBefore: a.client.DeliveredBefore}
+		a.cfg.WireLimits.Apply(&opts)
+		return wire.Serve(ctx, ln, opts, a)
 	})
 	start(func() error { a.housekeeping(ctx); return nil })
 	if a.cfg.HTTP != "" {

@@ -40,6 +40,7 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(config.NewList(&s.Children), "children", "expected children, comma-separated names or host:port")
 	fs.StringVar(&s.ChildrenFile, "children-file", s.ChildrenFile, "host-list file of expected children (re-read on change or SIGHUP)")
 	fs.IntVar(&s.BufferBytes, "buffer-bytes", s.BufferBytes, "bytes buffered while the upstream is away (default 512 MiB)")
+	s.WireLimits.RegisterFlags(fs)
 	s.Log.RegisterFlags(fs)
 }
 
@@ -55,7 +56,7 @@ func (s *Settings) Config(log *slog.Logger) (Config, error) {
 	cfg := Config{
 		Name: s.Name, Listen: s.Listen, Upstream: s.Upstream, HTTP: s.HTTP, Interval: s.Interval.D(),
 		Children: s.Children, ChildrenFile: s.ChildrenFile, BufferBytes: s.BufferBytes, Log: log,
-		WebConfig: s.WebConfig,
+		WebConfig: s.WebConfig, WireLimits: s.WireLimits,
 	}
 	if cfg.Listen == "" {
 		cfg.Listen = DefaultListen

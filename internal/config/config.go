@@ -43,6 +43,7 @@ type Aggregator struct {
 	Children     []string          `toml:"children"`
 	ChildrenFile string            `toml:"children_file"`
 	BufferBytes  int               `toml:"buffer_bytes"`
+	WireLimits
 }
 
 // sections holds the tables other packages own (e.g. [server]), registered
@@ -335,6 +336,7 @@ func (a *Aggregator) Validate() error {
 	if a.BufferBytes < 0 {
 		errs = append(errs, Field("buffer_bytes", "must not be negative"))
 	}
+	errs = append(errs, a.WireLimits.Validate())
 	return errors.Join(errs...)
 }
 

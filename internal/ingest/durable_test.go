@@ -96,7 +96,12 @@ func startPipeline(t *testing.T, opts store.Options, copts ...wire.ClientOptions
 	p.cancel = cancel
 	p.wg.Add(3)
 	go func() { defer p.wg.Done(); p.h.Run(ctx) }()
-	go func() { defer p.wg.Done(); _ = wire.Serve(ctx, ln, wire.ServerOptions{}, p.h) }()
+	// Acks come every 10 ms at most, not every second: the tests send a
+	// tick and wait for its Ack, many times.
+	go func() {
+		defer p.wg.Done()
+		_ = wire.Serve(ctx, ln, wire.ServerOptions{AckInterval: 10 * time.Millisecond}, p.h)
+	}()
 	go func() { defer p.wg.Done(); _ = p.c.Run(ctx) }()
 	return p
 }

@@ -72,6 +72,8 @@ type Config struct {
 	MaxSeriesPerNode         int `toml:"max_series_per_node"`
 	MaxSeriesPerRemoteSender int `toml:"max_series_per_remote_write_sender"`
 	MaxHeadSeries            int `toml:"max_head_series"`
+	// The stream listener's connection caps (wire_max_conns, …).
+	config.WireLimits
 
 	// Syslog intake (off unless an address is set); messages are kept
 	// under Data/logs.
@@ -194,6 +196,7 @@ func (c Config) validate() error {
 	if err := c.Log.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, c.WireLimits.Validate())
 	return errors.Join(errs...)
 }
 
@@ -254,6 +257,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", c.Listen, "accept the aggregators' or samplers' stream on this address (default: off)")
 	fs.StringVar(&c.KeyFile, "key", c.KeyFile, "shared key file of the stream (default: none, loopback peers only)")
 	fs.StringVar(&c.KeyFile, "key-file", c.KeyFile, "same as --key")
+	c.WireLimits.RegisterFlags(fs)
 	fs.StringVar(&c.SyslogUDP, "syslog-udp", c.SyslogUDP, "receive syslog (RFC 3164/5424) over UDP on this address (default: off)")
 	fs.StringVar(&c.SyslogTCP, "syslog-tcp", c.SyslogTCP, "receive syslog over TCP (newline or octet-counted) on this address (default: off)")
 	fs.StringVar(&c.SyslogTLS, "syslog-tls", c.SyslogTLS, "receive syslog over TLS on this address (needs --syslog-tls-cert/-key)")

@@ -268,7 +268,9 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 		s.registerIngest(h)
 		g.Go(func() error { h.Run(gctx); return nil })
 		g.Go(func() error {
-			return wire.Serve(gctx, streamLn, wire.ServerOptions{Key: s.key, Name: "server", Log: s.log, Metrics: wiremetrics.New(s.reg)}, h)
+			opts := wire.ServerOptions{Key: s.key, Name: "server", Log: s.log, Metrics: wiremetrics.New(s.reg)}
+			s.cfg.WireLimits.Apply(&opts)
+			return wire.Serve(gctx, streamLn, opts, h)
 		})
 	}
 	err := g.Wait()

@@ -312,7 +312,7 @@ func (c *Client) connect(ctx context.Context) (net.Conn, string, *FrameReader, *
 			_ = tc.SetNoDelay(true)
 		}
 		_ = conn.SetDeadline(time.Now().Add(c.o.HandshakeTimeout))
-		fr := NewFrameReader(bufio.NewReaderSize(conn, 4096), maxHandshakeFrame)
+		fr := NewFrameReader(bufio.NewReaderSize(newRawReader(conn), 4096), maxHandshakeFrame)
 		_, sess, err := clientHandshake(conn, fr, c.o.Key, c.o.Name)
 		if err != nil {
 			conn.Close()

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,6 +53,12 @@ type ServerOptions struct {
 	// before the time it returns are acknowledged. An aggregator passes its
 	// upstream client's DeliveredBefore, so acknowledgements are end to end.
 	HandledBefore func() time.Time
+	// AckInterval bounds how long a handled frame waits for its Ack
+	// (default 1s, at most a quarter of ReadTimeout); AckBytes acknowledges
+	// sooner once that many bytes were handled since the last Ack (default
+	// 256 KiB). Acks are batched because each one wakes the sender.
+	AckInterval time.Duration
+	AckBytes    int
 
 	beats *beatSet // set by Serve when the handler is a Keeper
 }
@@ -62,6 +69,14 @@ const (
 	DefaultMaxConnsPerSource      = 4096
 	DefaultMaxHandshakes          = 1024
 	DefaultMaxHandshakesPerSource = 64
+)
+
+// Acknowledgement defaults of ServerOptions: a sampler at 10 Hz is woken
+// by one Ack every 10 ticks, and a relaying aggregator's upstream by one
+// every 256 KiB at most.
+const (
+	DefaultAckInterval = time.Second
+	DefaultAckBytes    = 256 << 10
 )
 
 // ServerStats counts what Serve saw.
@@ -90,6 +105,7 @@ type ServerStats struct {
 	Frames atomic.Uint64
 	Values atomic.Uint64
 	Bytes  atomic.Uint64
+	Acks   atomic.Uint64 // Ack frames sent
 }
 
 // StatsExporter publishes a listener's counters from Export until stop is
@@ -128,7 +144,7 @@ func (st *ServerStats) rejected(reason int) *atomic.Uint64 {
 type connTable struct {
 	o          *ServerOptions
 	mu         sync.Mutex
-	conns      map[net.Conn]struct{}
+	conns      map[net.Conn]bool // true once authenticated
 	handshakes int
 	sources    map[netip.Addr]*sourceCount
 }
@@ -172,14 +188,15 @@ func (t *connTable) admit(conn net.Conn, src netip.Addr) (reason int, ok bool) {
 	sc.conns++
 	sc.handshakes++
 	t.handshakes++
-	t.conns[conn] = struct{}{}
+	t.conns[conn] = false
 	return 0, true
 }
 
 // authenticated moves a connection of src out of the handshake count.
-func (t *connTable) authenticated(src netip.Addr) {
+func (t *connTable) authenticated(conn net.Conn, src netip.Addr) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.conns[conn] = true
 	t.handshakes--
 	t.sources[src].handshakes--
 }
@@ -197,6 +214,20 @@ func (t *connTable) remove(conn net.Conn, src netip.Addr, inHandshake bool) {
 	}
 	if sc.conns == 0 {
 		delete(t.sources, src)
+	}
+}
+
+// wake ends the reads of authenticated connections, whose loops then
+// send a last Ack and return, and closes the others.
+func (t *connTable) wake() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for c, authed := range t.conns {
+		if authed {
+			_ = c.SetReadDeadline(time.Unix(1, 0))
+		} else {
+			c.Close()
+		}
 	}
 }
 
@@ -291,6 +322,11 @@ func Serve(ctx context.Context, ln net.Listener, opts ServerOptions, h Handler) 
 	if opts.ReadTimeout <= 0 {
 		opts.ReadTimeout = 60 * time.Second
 	}
+	if opts.AckInterval <= 0 {
+		opts.AckInterval = DefaultAckInterval
+	}
+	opts.AckInterval = min(opts.AckInterval, opts.ReadTimeout/4)
+	def(&opts.AckBytes, DefaultAckBytes)
 	opts.Limits = opts.Limits.withDefaults()
 	log := opts.Log.With("component", "wire", "listen", ln.Addr().String())
 	if opts.Key == nil {
@@ -305,12 +341,21 @@ func Serve(ctx context.Context, ln net.Listener, opts ServerOptions, h Handler) 
 		defer stopExport()
 	}
 
-	table := &connTable{o: &opts, conns: map[net.Conn]struct{}{}, sources: map[netip.Addr]*sourceCount{}}
+	table := &connTable{o: &opts, conns: map[net.Conn]bool{}, sources: map[netip.Addr]*sourceCount{}}
 	nt := &notices{last: map[noticeKey]*notice{}}
 	var wg sync.WaitGroup
+	served := make(chan struct{})
+	defer close(served) // after wg.Wait
 	stop := context.AfterFunc(ctx, func() {
 		ln.Close()
-		table.closeAll()
+		table.wake()
+		go func() { // a connection that does not end by itself
+			select {
+			case <-time.After(shutdownGrace):
+				table.closeAll()
+			case <-served:
+			}
+		}()
 	})
 	defer stop()
 	defer wg.Wait()
@@ -357,7 +402,7 @@ func Serve(ctx context.Context, ln net.Listener, opts ServerOptions, h Handler) 
 		go func() {
 			defer wg.Done()
 			authed := serveConn(ctx, conn, &opts, log, nt, h, func() {
-				table.authenticated(src)
+				table.authenticated(conn, src)
 				opts.Stats.Handshaking.Add(-1)
 			})
 			conn.Close()
@@ -368,6 +413,10 @@ func Serve(ctx context.Context, ln net.Listener, opts ServerOptions, h Handler) 
 		}()
 	}
 }
+
+// shutdownGrace bounds how long Serve waits, once ctx is done, for a
+// connection to send its last Ack before it is closed.
+const shutdownGrace = time.Second
 
 // reject tells a refused peer why, if its socket takes the bytes at once,
 // and closes it.
@@ -465,7 +514,7 @@ func serveConn(ctx context.Context, conn net.Conn, o *ServerOptions, log *slog.L
 	defer st.Active.Add(-1)
 	log.Debug("peer connected", "peer", addr, "name", name)
 	h.Connect(peer)
-	err = readLoop(conn, br, fr, send, o, h)
+	err = readLoop(ctx, conn, br, fr, send, o, h)
 	switch {
 	case err == nil || errors.Is(err, io.EOF) || ctx.Err() != nil:
 		err = nil
@@ -494,80 +543,173 @@ func serveConn(ctx context.Context, conn net.Conn, o *ServerOptions, log *slog.L
 	return true
 }
 
-// ackEvery bounds how many frames go unacknowledged while more data is
-// already waiting; otherwise an ack goes out whenever the input drains.
-const ackEvery = 64
+// acker acknowledges a connection's handled bytes in batches. Each Ack
+// wakes the sender (a sampler at 10 Hz would be woken once more every
+// tick), so an Ack goes out once the oldest unacknowledged frame has
+// waited AckInterval or once AckBytes more are handled, whichever comes
+// first, and before the connection ends.
+type acker struct {
+	conn     net.Conn
+	send     *frameMAC // a keyed session's tags (nil: CRC)
+	hb       *holdBeat // set when the handler is a Keeper
+	st       *ServerStats
+	interval time.Duration
+	bytes    uint64
+	before   func() time.Time // ServerOptions.HandledBefore
 
-func readLoop(conn net.Conn, br *bufio.Reader, fr *FrameReader, send *frameMAC, o *ServerOptions, h Handler) error {
+	processed, acked uint64    // frame bytes handled, and acknowledged
+	due              time.Time // when to acknowledge; zero: nothing pending
+	nextAt           uint64    // processed at which to acknowledge early
+	marks            []mark    // with before: handled offsets not yet acknowledged, oldest first
+	payload, frame   []byte
+	sealed           []byte
+}
+
+type mark struct {
+	off uint64
+	at  time.Time
+}
+
+// handled records a frame of size bytes as handled at now.
+func (a *acker) handled(size uint64, now time.Time) {
+	a.processed += size
+	if a.due.IsZero() {
+		a.due = now.Add(a.interval)
+	}
+	if a.before != nil {
+		if len(a.marks) >= 1<<16 { // bound: merge into the newest mark
+			a.marks = a.marks[:len(a.marks)-1]
+		}
+		a.marks = append(a.marks, mark{a.processed, now})
+	}
+}
+
+// ack sends an Ack if one is due at now or, with final, whatever may be
+// acknowledged at all.
+func (a *acker) ack(now time.Time, final bool) error {
+	if a.due.IsZero() || !final && now.Before(a.due) && a.processed < a.nextAt {
+		return nil
+	}
+	a.nextAt = a.processed + a.bytes
+	upTo := a.processed
+	if a.before != nil {
+		// Only frames handled before the oldest tick the handler's own
+		// upstream has not acknowledged: acknowledgements end to end.
+		wm := a.before()
+		upTo = a.acked
+		i := 0
+		for ; i < len(a.marks) && a.marks[i].at.Before(wm); i++ {
+			upTo = a.marks[i].off
+		}
+		a.marks = append(a.marks[:0], a.marks[i:]...)
+	}
+	a.due = time.Time{}
+	if upTo < a.processed {
+		a.due = now.Add(a.interval) // try again
+	}
+	if upTo <= a.acked {
+		return nil
+	}
+	timeout := 5 * time.Second
+	if final {
+		timeout = time.Second
+	}
+	a.payload = binary.AppendUvarint(a.payload[:0], upTo)
+	a.frame = appendFrame(a.frame[:0], frameAck, a.payload)
+	if a.hb != nil {
+		a.hb.mu.Lock() // the heartbeat seals too: one tag sequence
+	}
+	a.sealed = a.send.seal(a.sealed[:0], a.frame)
+	_ = a.conn.SetWriteDeadline(now.Add(timeout))
+	_, err := a.conn.Write(a.sealed)
+	if a.hb != nil {
+		a.hb.acked.Store(upTo)
+		a.hb.mu.Unlock()
+	}
+	if err != nil {
+		return fmt.Errorf("write ack: %w", err)
+	}
+	a.acked = upTo
+	a.st.Acks.Add(1)
+	return nil
+}
+
+// readLoop handles a connection's frames until it ends. It acknowledges
+// handled bytes, so a sender learns which ticks were handled before a
+// crash here and reports the others as gaps; with HandledBefore a frame
+// counts once the handler's own upstream has it.
+func readLoop(ctx context.Context, conn net.Conn, br *bufio.Reader, fr *FrameReader, send *frameMAC, o *ServerOptions, h Handler) error {
 	dec := NewDecoder(o.Limits, o.Interner)
 	st := o.Stats
-	var deadline time.Time
-	// Acknowledge processed bytes, so a sender learns which ticks were
-	// handled before a crash here and reports the others as gaps. With
-	// HandledBefore, a frame counts once the handler's own upstream has it.
-	var processed, ackedAt uint64
-	sinceAck := 0
-	var ack, sealed []byte
-	type mark struct {
-		off uint64
-		at  time.Time
-	}
-	var marks []mark // processed offsets not yet acknowledged, oldest first
+	a := &acker{conn: conn, send: send, st: st, interval: o.AckInterval, bytes: uint64(o.AckBytes),
+		nextAt: uint64(o.AckBytes), before: o.HandledBefore}
 	keeper, _ := h.(Keeper)
-	var hb *holdBeat // only a Keeper holds frames
-	if keeper != nil && o.beats != nil {
-		hb = o.beats.add(conn, send)
-		defer o.beats.remove(hb)
+	if keeper != nil && o.beats != nil { // only a Keeper holds frames
+		a.hb = o.beats.add(conn, send)
+		defer o.beats.remove(a.hb)
 	}
+	// end acknowledges what was handled before the connection closes on
+	// the peer's Close, at shutdown, or for a frame that failed (which is
+	// not counted as handled). A read error at other times means the
+	// peer is gone.
+	end := func(err error, readErr bool) error {
+		if ctx.Err() != nil {
+			err = nil
+		}
+		if err == nil || !readErr {
+			_ = a.ack(time.Now(), true)
+		}
+		return err
+	}
+	// deadline is the read deadline that drops a silent peer; zero while
+	// an earlier one is set to wake up when an Ack is due.
+	var deadline time.Time
+	lastFrame := time.Now()
 	for {
-		if processed > ackedAt && (sinceAck >= ackEvery || br.Buffered() == 0) {
-			upTo := processed
-			if o.HandledBefore != nil {
-				wm := o.HandledBefore()
-				upTo = ackedAt
-				i := 0
-				for ; i < len(marks) && marks[i].at.Before(wm); i++ {
-					upTo = marks[i].off
-				}
-				marks = append(marks[:0], marks[i:]...)
+		now := time.Now()
+		if err := a.ack(now, false); err != nil {
+			return err
+		}
+		if !a.due.IsZero() && br.Buffered() == 0 {
+			// Wait for input only until the Ack is due. Peek takes no
+			// bytes, so a timeout here cuts no frame in half.
+			deadline = time.Time{}
+			_ = conn.SetReadDeadline(a.due)
+			if ctx.Err() != nil { // Serve's wake-up may predate this deadline
+				return end(nil, false)
 			}
-			if upTo > ackedAt {
-				ack = appendFrame(ack[:0], frameAck, binary.AppendUvarint(nil, upTo))
-				if hb != nil {
-					hb.mu.Lock() // the heartbeat seals too: one tag sequence
+			if _, err := br.Peek(1); err != nil {
+				// Unless silent too long: with HandledBefore an Ack may
+				// stay due for as long as the upstream is away.
+				if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() == nil && time.Since(lastFrame) < o.ReadTimeout {
+					continue
 				}
-				sealed = send.seal(sealed[:0], ack)
-				_ = conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
-				_, err := conn.Write(sealed)
-				if hb != nil {
-					hb.acked.Store(upTo)
-					hb.mu.Unlock()
-				}
-				if err != nil {
-					return fmt.Errorf("write ack: %w", err)
-				}
-				ackedAt = upTo
+				return end(err, true)
 			}
-			sinceAck = 0
+			now = time.Now()
 		}
 		// Moving the deadline every frame is wasted work at thousands of
 		// frames a second; a quarter of the timeout is precise enough.
-		if now := time.Now(); deadline.Sub(now) < o.ReadTimeout*3/4 {
+		if deadline.Sub(now) < o.ReadTimeout*3/4 {
 			deadline = now.Add(o.ReadTimeout)
 			_ = conn.SetReadDeadline(deadline)
+			if ctx.Err() != nil {
+				return end(nil, false)
+			}
 		}
 		typ, payload, err := fr.Next()
 		if err != nil {
-			return err
+			return end(err, true)
 		}
+		lastFrame = now
 		size := uint64(len(payload) + headerSize + fr.trailer())
 		st.Frames.Add(1)
 		st.Bytes.Add(size)
 		if typ == frameClose {
-			return nil
+			return end(nil, false)
 		}
 		if typ == framePing {
-			processed += size
+			a.handled(size, now)
 			continue
 		}
 		before := dec.Values
@@ -575,29 +717,22 @@ func readLoop(conn net.Conn, br *bufio.Reader, fr *FrameReader, send *frameMAC, 
 		if keeper != nil {
 			unkept = keeper.Unkept()
 		}
-		if hb != nil {
-			hb.busy.Store(time.Now().UnixNano())
+		if a.hb != nil {
+			a.hb.busy.Store(time.Now().UnixNano())
 		}
 		err = dec.Decode(typ, payload, h)
-		if hb != nil {
-			hb.busy.Store(0)
+		if a.hb != nil {
+			a.hb.busy.Store(0)
 		}
 		if err != nil {
-			return err
+			return end(err, false)
 		}
 		if keeper != nil && keeper.Unkept() != unkept {
-			return ErrNotKept // handled means kept: no ack for this frame
+			return end(ErrNotKept, false) // handled means kept: no ack for this frame
 		}
 		if n := dec.Values - before; n > 0 {
 			st.Values.Add(n)
 		}
-		processed += size
-		sinceAck++
-		if o.HandledBefore != nil {
-			if len(marks) >= 1<<16 { // bound: merge into the newest mark
-				marks = marks[:len(marks)-1]
-			}
-			marks = append(marks, mark{processed, time.Now()})
-		}
+		a.handled(size, time.Now())
 	}
 }

@@ -35,7 +35,7 @@ type statsCollector struct {
 	st                                                          *wire.ServerStats
 	accepted, rejected, active, handshaking                     *prometheus.Desc
 	authFailures, tooLarge, frameAuth, protocol, frames, values *prometheus.Desc
-	bytes                                                       *prometheus.Desc
+	bytes, acks                                                 *prometheus.Desc
 }
 
 func newStatsCollector(st *wire.ServerStats) *statsCollector {
@@ -55,12 +55,13 @@ func newStatsCollector(st *wire.ServerStats) *statsCollector {
 		frames:       d("frames_received_total", "Frames received after the handshake."),
 		values:       d("values_received_total", "Values decoded."),
 		bytes:        d("bytes_received_total", "Frame bytes received after the handshake."),
+		acks:         d("acks_sent_total", "Acknowledgements sent (batched: at most about one per connection and ack interval)."),
 	}
 }
 
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.accepted, c.rejected, c.active, c.handshaking, c.authFailures,
-		c.tooLarge, c.frameAuth, c.protocol, c.frames, c.values, c.bytes} {
+		c.tooLarge, c.frameAuth, c.protocol, c.frames, c.values, c.bytes, c.acks} {
 		ch <- d
 	}
 }
@@ -81,4 +82,5 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.frames, st.Frames.Load())
 	counter(c.values, st.Values.Load())
 	counter(c.bytes, st.Bytes.Load())
+	counter(c.acks, st.Acks.Load())
 }
