@@ -10,7 +10,7 @@ import (
 
 	"github.com/vigil-hpc/vigil/internal/config"
 	"github.com/vigil-hpc/vigil/internal/metric"
-		"github.com/vigil-hpc/vigil/internal/sampler/plugins/ipvs"
+	"github.com/vigil-hpc/vigil/internal/sampler/plugins/ipvs"
 	"github.com/vigil-hpc/vigil/internal/testutil"
 )
 
@@ -200,13 +200,13 @@ func TestParseAddrPort(t *testing.T) {
 		"c0a80001:FFFF": "192.168.0.1 65535",
 		"[2001:0db8:0000:0000:0000:0000:0001:0001]:1F90": "2001:db8::1:1 8080",
 		"[0000:0000:0000:0000:0000:ffff:0a0a:0121]:0035": "10.10.1.33 53",
-		"0A0A0115-0050":                                  "bad",
-		"0A0A011:00050":                                  "bad",
-		"0A0A0115:005g":                                  "bad",
+		"0A0A0115-0050": "bad",
+		"0A0A011:00050": "bad",
+		"0A0A0115:005g": "bad",
 		"[2001:0db8:0000:0000:0000:0000:0001:0001]-1F90": "bad",
 		"[2001:0db8:0000:0000:0000:0000:0001.0001]:1F90": "bad",
 		"[2001:0db8:0000:0000:0000:0000::01:0001]:1F90":  "bad",
-		"":                                               "bad",
+		"": "bad",
 	} {
 		a, p, ok := ipvs.ParseAddrPort([]byte(in))
 		got := "bad"
@@ -250,7 +250,7 @@ func TestScanner(t *testing.T) {
 	}
 	for in, want := range map[string]string{
 		"TCP  0A000009:0035 rr\n  -> 0A000003:0035 Route -4 5 6\n": `line 2: field 4: "-4" is not a count`,
-		"TCP  zz rr\n": `line 1: service TCP "zz": want HEXIP:PORT`,
+		"TCP  zz rr\n":                `line 1: service TCP "zz": want HEXIP:PORT`,
 		"FWM  0123456789abcdef0 rr\n": "line 1: firewall mark",
 	} {
 		s.Reset([]byte(in))
