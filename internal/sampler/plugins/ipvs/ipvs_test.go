@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -286,4 +288,34 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkTickLarge: 100 services of 10 real servers each (a load
+// balancer's table), from a root written under IPVS_BENCH_ROOT if set
+// (to compare with node_exporter on the same files), else a temp dir.
+func BenchmarkTickLarge(b *testing.B) {
+	root := os.Getenv("IPVS_BENCH_ROOT")
+	if root == "" {
+		root = b.TempDir()
+	}
+	stats, _ := testdataFile("ipv4", "proc/net/ip_vs_stats")
+	var s strings.Builder
+	s.WriteString("IP Virtual Server version 1.2.1 (size=4096)\nProt LocalAddress:Port Scheduler Flags\n  -> RemoteAddress:Port Forward Weight ActiveConn InActConn\n")
+	for svc := 0; svc < 100; svc++ {
+		fmt.Fprintf(&s, "TCP  0A00%04X:0050 wlc\n", svc)
+		for r := 0; r < 10; r++ {
+			fmt.Fprintf(&s, "  -> 0A01%02X%02X:0050      Masq    100    %-10d %-10d\n", svc, r, svc*r, svc+r)
+		}
+	}
+	for rel, content := range map[string]string{"proc/net/ip_vs_stats": stats, "proc/net/ip_vs": s.String()} {
+		path := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	p, _ := testutil.NewPlugin(b, "ipvs", root, nil)
+	testutil.BenchTicks(b, p)
 }
