@@ -4,7 +4,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"sort"
 	"testing"
 )
 
@@ -23,13 +22,4 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
-func removeAll(t *testing.T, path string) {
-	t.Helper()
-	if err := os.RemoveAll(path); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func ipString(a [16]byte) string { return net.IP(a[:]).String() }
-
-func sortStrings(s []string) { sort.Strings(s) }

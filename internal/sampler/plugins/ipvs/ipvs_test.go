@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -64,7 +65,7 @@ func TestBackendLabels(t *testing.T) {
 		labels []string
 		want   string
 	}{
-		// 3 services' backends on port 80 and 443 and 53 and 2905.
+		// The ipv4 fixture: TCP on 80 and 443, UDP on 53, SCTP on 2905.
 		{[]string{"proto"}, "active proto=SCTP 2|active proto=TCP 15|active proto=UDP 0|inactive proto=SCTP 0|inactive proto=TCP 47|inactive proto=UDP 214|weight proto=SCTP 1|weight proto=TCP 150|weight proto=UDP 1"},
 		{[]string{"remote_address"}, "active remote_address=10.10.1.21 12|active remote_address=10.10.1.22 3|active remote_address=10.10.1.23 2|active remote_address=10.10.1.33 0|inactive remote_address=10.10.1.21 40|inactive remote_address=10.10.1.22 7|inactive remote_address=10.10.1.23 0|inactive remote_address=10.10.1.33 214|weight remote_address=10.10.1.21 100|weight remote_address=10.10.1.22 50|weight remote_address=10.10.1.23 1|weight remote_address=10.10.1.33 1"},
 		{[]string{}, "active 17|inactive 261|weight 152"},
@@ -95,7 +96,7 @@ func backends(b *metric.Batch) string {
 		}
 		out = append(out, fmt.Sprintf("%s %v", s, b.Values[i]))
 	}
-	sortStrings(out)
+	sort.Strings(out)
 	return strings.Join(out, "|")
 }
 
