@@ -256,7 +256,7 @@ func neCollectors(plugins string) []string {
 		"textfile": {"textfile"}, "meminfo_numa": {"meminfo_numa"}, "schedstat": {"schedstat"}, "nvme": {"nvme"},
 		"arp": {"arp"}, "udp_queues": {"udp_queues"}, "dmi": {"dmi"}, "powersupplyclass": {"powersupplyclass"},
 		"nfsd": {"nfsd"}, "bonding": {"bonding"}, "xfs": {"xfs"}, "zfs": {"zfs"}, "fibrechannel": {"fibrechannel"},
-		"tapestats": {"tapestats"}, "selinux": {"selinux"}, "bcache": {"bcache"}, "btrfs": {"btrfs"}}
+		"tapestats": {"tapestats"}, "selinux": {"selinux"}, "bcache": {"bcache"}, "btrfs": {"btrfs"}, "ipvs": {"ipvs"}}
 	var args []string
 	for _, p := range strings.Split(plugins, ",") {
 		for _, c := range names[strings.TrimSpace(p)] {
@@ -350,10 +350,10 @@ func (c *config) floorArgs(vigilAddr string) ([]string, error) {
 			}
 		case "netclass", "os", "thermal_zone", "cpufreq", "hwmon", "processes", "edac",
 			"textfile", "watchdog", "nvme", "dmi", "powersupplyclass", "fibrechannel", "tapestats",
-			"bonding", "xfs", "zfs", "bcache", "btrfs", "selinux":
+			"bonding", "xfs", "zfs", "bcache", "btrfs", "selinux", "ipvs":
 			// Every 10 s (os: its file every 64 ticks; edac, watchdog, nvme,
 			// fibrechannel, tapestats, powersupplyclass: only with such
-			// devices; bonding, xfs, zfs, bcache, btrfs: looked for every 64 ticks; dmi and
+			// devices; bonding, xfs, zfs, bcache, btrfs, ipvs: looked for every 64 ticks; dmi and
 			// selinux: read at start-up; textfile: a directory listing and a
 			// stat per file): left out of the floor, which is then a little low.
 		default:

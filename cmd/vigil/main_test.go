@@ -68,14 +68,14 @@ const e2eSyscallPlugins = "time,timex"
 // e2eSyscallPlugins replace.
 var neCollectors = []string{"cpu", "meminfo", "vmstat", "loadavg", "netdev", "diskstats", "stat",
 	"pressure", "netstat", "sockstat", "softnet", "filefd", "entropy", "netclass", "os", "uname", "time", "timex", "conntrack", "processes", "edac", "thermal_zone", "cpufreq", "hwmon", "nfs", "mdadm",
-	"textfile", "meminfo_numa", "schedstat", "nvme", "arp", "udp_queues", "dmi", "powersupplyclass", "nfsd", "xfs", "zfs", "tapestats", "fibrechannel", "selinux", "bcache", "btrfs"}
+	"textfile", "meminfo_numa", "schedstat", "nvme", "arp", "udp_queues", "dmi", "powersupplyclass", "nfsd", "xfs", "zfs", "tapestats", "fibrechannel", "selinux", "bcache", "btrfs", "ipvs"}
 
 // e2eParityPlugins are compared with node_exporter but not in the golden
 // (textfile reports the files' mtimes, which are the checkout's); e2eConfig
 // gives the textfile directory, under the root, and turns on bcache's
 // priority stats.
 const (
-	e2eParityPlugins = "textfile,meminfo_numa,schedstat,nvme,arp,udp_queues,dmi,powersupplyclass,nfsd,xfs,zfs,tapestats,fibrechannel,selinux,bcache,btrfs"
+	e2eParityPlugins = "textfile,meminfo_numa,schedstat,nvme,arp,udp_queues,dmi,powersupplyclass,nfsd,xfs,zfs,tapestats,fibrechannel,selinux,bcache,btrfs,ipvs"
 	e2eConfig        = "[plugins.textfile]\ndirectory = \"textfile\"\n[plugins.bcache]\npriority_stats = true\n"
 )
 

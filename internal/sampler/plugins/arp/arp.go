@@ -7,6 +7,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"regexp"
 	"time"
 
 	"github.com/vigil-hpc/vigil/internal/kernfs"
@@ -22,9 +23,41 @@ func init() {
 		Name:         "arp",
 		Description:  "ARP entries per device from /proc/net/arp",
 		Default:      true,
-		New:          func(sampler.Configurable) sampler.Plugin { return &ARP{} },
+		NewConfig:    func() sampler.Configurable { return &Config{} },
+		New:          func(c sampler.Configurable) sampler.Plugin { return &ARP{cfg: *c.(*Config)} },
 		SampleConfig: sampleConfig,
 	})
+}
+
+// Config is the [plugins.arp] table.
+type Config struct {
+	sampler.Common
+	// DeviceInclude, if set, keeps only devices whose name matches
+	// (node_exporter's --collector.arp.device-include).
+	DeviceInclude string `toml:"device_include"`
+	// DeviceExclude drops devices whose name matches
+	// (--collector.arp.device-exclude).
+	DeviceExclude string `toml:"device_exclude"`
+}
+
+// Validate compiles the expressions.
+func (c *Config) Validate() error {
+	_, _, err := c.compile()
+	return err
+}
+
+func (c *Config) compile() (include, exclude *regexp.Regexp, err error) {
+	if c.DeviceInclude != "" {
+		if include, err = regexp.Compile(c.DeviceInclude); err != nil {
+			return nil, nil, fmt.Errorf("device_include: %w", err)
+		}
+	}
+	if c.DeviceExclude != "" {
+		if exclude, err = regexp.Compile(c.DeviceExclude); err != nil {
+			return nil, nil, fmt.Errorf("device_exclude: %w", err)
+		}
+	}
+	return include, exclude, nil
 }
 
 // MaxDevices bounds the devices followed.
@@ -38,14 +71,20 @@ type device struct {
 
 // ARP is the arp plugin.
 type ARP struct {
-	file  *kernfs.File
-	byDev map[string]*device
-	order []*device // devices of this tick, in order of first entry
-	tick  uint64
+	cfg              Config
+	include, exclude *regexp.Regexp
+	file             *kernfs.File
+	byDev            map[string]*device
+	order            []*device // devices of this tick, in order of first entry
+	tick             uint64
 }
 
 // Init resolves /proc/net/arp under the root.
 func (a *ARP) Init(env sampler.Env) error {
+	var err error
+	if a.include, a.exclude, err = a.cfg.compile(); err != nil {
+		return err
+	}
 	a.file = kernfs.NewFile(env.FS.Path("proc", "net", "arp"), 8192)
 	a.file.NonBlocking = true // generated from the neighbour table in memory
 	a.byDev = map[string]*device{}
@@ -57,7 +96,7 @@ var ErrFormat = errors.New("unexpected ARP table format")
 
 // Sample counts the lines per device (the last column); the header line
 // starts with "IP". A line with fewer than six columns fails the tick, as
-// upstream.
+// upstream. Devices the filters drop are left out.
 func (a *ARP) Sample(_ context.Context, _ time.Time, b *metric.Batch) error {
 	data, err := a.file.Read()
 	if err != nil {
@@ -80,6 +119,11 @@ func (a *ARP) Sample(_ context.Context, _ time.Time, b *metric.Batch) error {
 		dev := lastField(line)
 		d := a.byDev[string(dev)]
 		if d == nil {
+			// Filtered devices are matched again on every line rather
+			// than remembered, so they take no place under MaxDevices.
+			if a.include != nil && !a.include.Match(dev) || a.exclude != nil && a.exclude.Match(dev) {
+				continue
+			}
 			if len(a.byDev) >= MaxDevices {
 				if first == nil {
 					first = fmt.Errorf("%s: more than %d devices", a.file.Path(), MaxDevices)

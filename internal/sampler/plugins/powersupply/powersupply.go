@@ -7,6 +7,7 @@ import (
 	_ "embed"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"time"
 
 	"github.com/vigil-hpc/vigil/internal/metric"
@@ -28,11 +29,27 @@ func init() {
 		Description: "power supplies and batteries from /sys/class/power_supply",
 		Default:     true,
 		NewConfig: func() sampler.Configurable {
-			return &sampler.Common{Interval: sampler.Duration(DefaultInterval)}
+			return &Config{Common: sampler.Common{Interval: sampler.Duration(DefaultInterval)}, IgnoredSupplies: "^$"}
 		},
-		New:          func(sampler.Configurable) sampler.Plugin { return &PowerSupply{} },
+		New:          func(c sampler.Configurable) sampler.Plugin { return &PowerSupply{cfg: *c.(*Config)} },
 		SampleConfig: sampleConfig,
 	})
+}
+
+// Config is the [plugins.powersupplyclass] table.
+type Config struct {
+	sampler.Common
+	// IgnoredSupplies drops supplies whose name matches (node_exporter's
+	// --collector.powersupply.ignored-supplies).
+	IgnoredSupplies string `toml:"ignored_supplies"`
+}
+
+// Validate compiles the expression.
+func (c *Config) Validate() error {
+	if _, err := regexp.Compile(c.IgnoredSupplies); err != nil {
+		return fmt.Errorf("ignored_supplies: %w", err)
+	}
+	return nil
 }
 
 // numeric maps attribute files to metric names (after node_power_supply_)
@@ -88,13 +105,22 @@ type supply struct {
 
 // PowerSupply is the powersupplyclass plugin.
 type PowerSupply struct {
+	cfg  Config
 	sups []*supply
 }
 
-// Init lists the supplies and the attributes their drivers provide.
+// Init lists the supplies (those ignored_supplies does not drop) and the
+// attributes their drivers provide.
 func (p *PowerSupply) Init(env sampler.Env) error {
+	if err := p.cfg.Validate(); err != nil {
+		return err
+	}
+	ignore := regexp.MustCompile(p.cfg.IgnoredSupplies)
 	dir := env.FS.Path("sys", "class", "power_supply")
 	for _, name := range sysattr.Devices(dir) {
+		if ignore.MatchString(name) {
+			continue
+		}
 		dev := filepath.Join(dir, name)
 		s := &supply{}
 		for _, n := range numeric {

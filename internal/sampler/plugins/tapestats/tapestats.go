@@ -7,6 +7,7 @@ import (
 	_ "embed"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"time"
 
 	"github.com/vigil-hpc/vigil/internal/metric"
@@ -22,9 +23,26 @@ func init() {
 		Name:         "tapestats",
 		Description:  "SCSI tape drive statistics from /sys/class/scsi_tape",
 		Default:      true,
-		New:          func(sampler.Configurable) sampler.Plugin { return &Tapestats{} },
+		NewConfig:    func() sampler.Configurable { return &Config{IgnoredDevices: "^$"} },
+		New:          func(c sampler.Configurable) sampler.Plugin { return &Tapestats{cfg: *c.(*Config)} },
 		SampleConfig: sampleConfig,
 	})
+}
+
+// Config is the [plugins.tapestats] table.
+type Config struct {
+	sampler.Common
+	// IgnoredDevices drops drives whose name matches (node_exporter's
+	// --collector.tapestats.ignored-devices).
+	IgnoredDevices string `toml:"ignored_devices"`
+}
+
+// Validate compiles the expression.
+func (c *Config) Validate() error {
+	if _, err := regexp.Compile(c.IgnoredDevices); err != nil {
+		return fmt.Errorf("ignored_devices: %w", err)
+	}
+	return nil
 }
 
 // Stats maps the files of stats/ to metrics; ns values are scaled to
@@ -53,6 +71,7 @@ type tape struct {
 
 // Tapestats is the tapestats plugin.
 type Tapestats struct {
+	cfg   Config
 	tapes []*tape
 }
 
@@ -69,12 +88,16 @@ func isTape(name string) bool {
 	return true
 }
 
-// Init lists the tape drives (found at boot or on hotplug, which a
-// restart picks up).
+// Init lists the tape drives that ignored_devices does not drop (found at
+// boot or on hotplug, which a restart picks up).
 func (t *Tapestats) Init(env sampler.Env) error {
+	if err := t.cfg.Validate(); err != nil {
+		return err
+	}
+	ignore := regexp.MustCompile(t.cfg.IgnoredDevices)
 	dir := env.FS.Path("sys", "class", "scsi_tape")
 	for _, name := range sysattr.Devices(dir) {
-		if !isTape(name) {
+		if !isTape(name) || ignore.MatchString(name) {
 			continue
 		}
 		tp := &tape{}
