@@ -148,7 +148,7 @@ type ClientStream struct {
 	// A relayed stream (Relay) passes on another sender's frames; inSync:
 	// the upstream holds the state of source's frames since a restart.
 	inSync bool
-	source any
+	source *RelaySource
 }
 
 // NewClient checks the options; Run does the work.
@@ -216,39 +216,6 @@ func (c *Client) Tick(cs *ClientStream, t time.Time, descs []*metric.Desc, value
 	defer c.mu.Unlock()
 	buf, err := c.enc.AppendTick(c.take(), cs.s, t, descs, values)
 	c.push(entry{buf: buf, cs: cs, t: t}, err)
-}
-
-// NewRelayStream adds a node stream for Relay.
-func (c *Client) NewRelayStream(node string) *ClientStream {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return &ClientStream{s: c.enc.NewStream(node)}
-}
-
-// Relay queues one tick of rs as its sender coded it (an aggregator passing
-// a child's frame on, f from RelayHandler), so it is not encoded again. It
-// queues nothing and reports false when the upstream lacks the state the
-// frame was coded against (a new connection, a dropped tick, a schema
-// change, another source) and the frame is no keyframe; the caller then
-// queues the decoded tick on another stream with Tick. From the sender's
-// next keyframe on, relaying goes on.
-func (c *Client) Relay(rs *ClientStream, t time.Time, descs []*metric.Desc, f *RelayFrame) bool {
-	if f.Body == nil {
-		return false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	buf := c.take() // may drop queued ticks of rs: decide after it
-	restart := !rs.inSync || rs.s.epoch != c.enc.epoch || f.Changed || rs.source != f.Source
-	if restart && !f.Key {
-		rs.inSync = false
-		c.free = append(c.free, buf[:0])
-		return false
-	}
-	buf = c.enc.AppendRelay(buf, rs.s, descs, f.Key, f.Body, restart)
-	rs.inSync, rs.source = true, f.Source
-	c.push(entry{buf: buf, cs: rs, t: t}, nil)
-	return true
 }
 
 // Gap queues a gap of node (ticks from..to lost further down the tree).
@@ -319,7 +286,7 @@ func (c *Client) push(e entry, err error) {
 	e.seq = c.seq
 	e.queued = time.Now()
 	if e.cs != nil {
-		e.tick = true
+		e.tick = e.cs.s.valuesAt < len(e.buf) // a relayed schema comes alone
 		e.valuesAt, e.key = e.cs.s.valuesAt, e.cs.s.key
 		if p := c.find(e.cs.last); p != nil {
 			p.next = e.seq
@@ -329,7 +296,9 @@ func (c *Client) push(e entry, err error) {
 	c.q = append(c.q, e)
 	c.qBytes += len(e.buf)
 	c.avgFrame += (len(e.buf) - c.avgFrame) / 8
-	c.stats.Ticks.Add(1)
+	if e.tick || e.cs == nil {
+		c.stats.Ticks.Add(1)
+	}
 	select {
 	case c.wake <- struct{}{}:
 	default:
