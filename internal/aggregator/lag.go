@@ -13,8 +13,8 @@ import (
 // per hop in bench/treeload come from these. It also counts the ticks
 // relayed (passed on as they came), those encoded again and those lost.
 type lagMetrics struct {
-	received, sent   prometheus.Observer
-	wait             prometheus.Histogram
+	received, sent         prometheus.Observer
+	wait                   prometheus.Histogram
 	relayed, encoded, lost prometheus.Counter
 }
 
