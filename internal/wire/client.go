@@ -406,6 +406,8 @@ func (c *Client) stream(ctx context.Context, conn net.Conn, fr *FrameReader, ses
 			case frameClose:
 				dead <- fmt.Errorf("upstream closed: %s", closeReason(payload))
 				return
+			case frameKeyReq:
+				c.keyRequested(payload)
 			case frameAck:
 				p := payloadReader{b: payload}
 				n := p.uvarint("ack")

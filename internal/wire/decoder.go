@@ -134,6 +134,9 @@ type Decoder struct {
 	vals []float64
 	// Values counts decoded values, for throughput accounting.
 	Values uint64
+	// keyReq are relayed streams whose keyframe the handler asked for,
+	// to be requested from the sender.
+	keyReq []uint64
 }
 
 type decStream struct {
@@ -152,6 +155,8 @@ type decStream struct {
 	// fresh: a reset schema arrived since the last values frame.
 	fresh bool
 	src   *RelaySource
+	// keyAsked: a keyframe was requested and has not come yet.
+	keyAsked bool
 }
 
 // NewDecoder returns a decoder bounded by lim, interning descriptors in in
@@ -487,7 +492,14 @@ func (d *Decoder) values(payload []byte, h Handler, key bool) error {
 		d.Values += n
 		f := RelayFrame{Source: s.src, Key: key || s.fresh, Body: body, N: int(n), Table: s.descs, Order: s.idx}
 		s.fresh = false
+		if f.Key {
+			s.keyAsked = false
+		}
 		r.RelayTick(s.node, time.Unix(0, s.prevT), &f)
+		if f.WantKey && !f.Key && !s.keyAsked {
+			s.keyAsked = true
+			d.keyReq = append(d.keyReq, id)
+		}
 		return nil
 	}
 	d.br = bitReader{buf: p.b}

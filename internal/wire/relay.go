@@ -2,7 +2,9 @@ package wire
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/bits"
+	"net"
 	"time"
 
 	"github.com/vigil-hpc/vigil/internal/metric"
@@ -56,6 +58,36 @@ type RelayFrame struct {
 	// Table and Order are the stream's, for a relay that starts over.
 	Table []*metric.Desc
 	Order []int32
+	// WantKey is set by the handler to ask the sender for a keyframe of
+	// the stream (sent once until one comes).
+	WantKey bool
+}
+
+// maxKeyReqBatch is how many keyframe requests wait while more frames are
+// buffered; otherwise they go out when the input drains.
+const maxKeyReqBatch = 64
+
+// sendKeyRequests writes a KeyRequest frame naming the streams whose
+// keyframe a handler asked for, when the input has drained or enough are
+// waiting. Senders that do not know the frame ignore it.
+func (d *Decoder) sendKeyRequests(conn net.Conn, send *frameMAC, hb *holdBeat, drained bool) error {
+	if len(d.keyReq) == 0 || !drained && len(d.keyReq) < maxKeyReqBatch {
+		return nil
+	}
+	p := binary.AppendUvarint(nil, uint64(len(d.keyReq)))
+	for _, id := range d.keyReq {
+		p = binary.AppendUvarint(p, id)
+	}
+	d.keyReq = d.keyReq[:0]
+	if hb != nil {
+		hb.mu.Lock() // the heartbeat seals too: one tag sequence
+		defer hb.mu.Unlock()
+	}
+	_ = conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conn.Write(send.seal(nil, appendFrame(nil, frameKeyReq, p))); err != nil {
+		return fmt.Errorf("write keyframe request: %w", err)
+	}
+	return nil
 }
 
 // AppendRelaySchema appends the schema frame sc for s, which relays sc's
@@ -106,6 +138,7 @@ func (e *Encoder) AppendRelay(dst []byte, s *Stream, f *RelayFrame, restart bool
 	typ := frameValues
 	if f.Key {
 		typ |= frameKey
+		s.forceKey = false // a keyframe asked for by the peer has come
 	}
 	dst, start := beginFrame(dst, typ)
 	dst = binary.AppendUvarint(dst, s.id)

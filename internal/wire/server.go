@@ -556,6 +556,9 @@ func readLoop(conn net.Conn, br *bufio.Reader, fr *FrameReader, send *frameMAC, 
 			deadline = now.Add(o.ReadTimeout)
 			_ = conn.SetReadDeadline(deadline)
 		}
+		if err := dec.sendKeyRequests(conn, send, hb, br.Buffered() == 0); err != nil {
+			return err
+		}
 		typ, payload, err := fr.Next()
 		if err != nil {
 			return err
