@@ -137,6 +137,9 @@ type Decoder struct {
 	// keyReq are relayed streams whose keyframe the handler asked for,
 	// to be requested from the sender.
 	keyReq []uint64
+	// What a RelayHandler is passed, reused: a tick allocates nothing.
+	rf RelayFrame
+	rs RelaySchema
 }
 
 type decStream struct {
@@ -359,8 +362,10 @@ func (d *Decoder) schema(payload []byte, h Handler) error {
 		if !ok {
 			return errNotRelay
 		}
-		r.RelaySchema(s.node, &RelaySchema{Source: s.src, Reset: flags&schemaReset != 0, Compact: flags&schemaCompact != 0,
-			Table: s.descs, Added: nNew, Order: s.idx})
+		d.rs = RelaySchema{Source: s.src, Reset: flags&schemaReset != 0, Compact: flags&schemaCompact != 0,
+			Table: s.descs, Added: nNew, Order: s.idx}
+		r.RelaySchema(s.node, &d.rs)
+		d.rs = RelaySchema{} // keep nothing alive
 		return nil
 	}
 	h.Schema(s.node, s.seq)
@@ -490,16 +495,18 @@ func (d *Decoder) values(payload []byte, h Handler, key bool) error {
 			return fmt.Errorf("%w: node %s: bad value codes", ErrMalformed, s.node)
 		}
 		d.Values += n
-		f := RelayFrame{Source: s.src, Key: key || s.fresh, Body: body, N: int(n), Table: s.descs, Order: s.idx}
+		f := &d.rf
+		*f = RelayFrame{Source: s.src, Key: key || s.fresh, Body: body, N: int(n), Table: s.descs, Order: s.idx}
 		s.fresh = false
 		if f.Key {
 			s.keyAsked = false
 		}
-		r.RelayTick(s.node, time.Unix(0, s.prevT), &f)
+		r.RelayTick(s.node, time.Unix(0, s.prevT), f)
 		if f.WantKey && !f.Key && !s.keyAsked {
 			s.keyAsked = true
 			d.keyReq = append(d.keyReq, id)
 		}
+		*f = RelayFrame{} // keep nothing alive
 		return nil
 	}
 	d.br = bitReader{buf: p.b}

@@ -193,3 +193,53 @@ func FuzzCheck(f *testing.F) {
 }
 
 var checkTypes = [...]byte{frameSchema, frameValues, frameValues | frameKey, frameGap}
+
+// TestCheckDoesNotAllocate: checking a steady stream's values frame and
+// handing it to the relay allocates nothing.
+func TestCheckDoesNotAllocate(t *testing.T) {
+	enc := NewEncoder()
+	enc.SetKeyframeEvery(1) // every frame after the first decodes alone
+	s := enc.NewStream("cn1")
+	descs := make([]*metric.Desc, 300)
+	vals := make([]float64, len(descs))
+	for i := range descs {
+		descs[i] = metric.NewDesc("s", "", metric.Gauge, "i", strconv.Itoa(i))
+		vals[i] = float64(i) / 7
+	}
+	var frames [][]byte
+	for k := range 2 {
+		out, err := enc.AppendTick(nil, s, time.Unix(int64(k), 0), descs, vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fr := NewFrameReader(bytes.NewReader(out), 0)
+		for {
+			typ, payload, err := fr.Next()
+			if err != nil {
+				break
+			}
+			frames = append(frames, append([]byte{typ}, payload...))
+		}
+	}
+	key := frames[len(frames)-1]
+	if key[0] != frameValues|frameKey {
+		t.Fatalf("last frame is type %d, want a keyframe", key[0])
+	}
+	dec := NewDecoder(Limits{}, nil)
+	var h relayRec
+	for _, f := range frames {
+		if err := dec.Decode(f[0], f[1:], &h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		if err := dec.Decode(key[0], key[1:], &h); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("%v allocations per checked tick", n)
+	}
+	if h.n != len(descs) {
+		t.Errorf("relayed %d values, want %d", h.n, len(descs))
+	}
+}
