@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -257,14 +258,20 @@ func (d *Decoder) schema(payload []byte, h Handler) error {
 	if flags&^(schemaReset|schemaCompact) != 0 {
 		return fmt.Errorf("%w: schema flags %#x", ErrMalformed, flags)
 	}
+	// A relayed stream's table is shared with the relay (RelaySchema), so
+	// it is never changed in place: reset and compaction work on a copy;
+	// appends go past the length any relay saw.
 	if flags&schemaReset != 0 {
 		d.total -= len(s.descs)
 		s.descs, s.state, s.chk = s.descs[:0], s.state[:0], s.chk[:0]
+		if s.check {
+			s.descs = nil
+		}
 		s.prevT, s.prevD = 0, 0
 	} else if flags&schemaCompact != 0 {
 		d.total -= len(s.descs)
 		if s.check {
-			s.descs, s.chk = compactTable(s.descs, s.chk, s.idx)
+			s.descs, s.chk = compactTable(slices.Clone(s.descs), s.chk, s.idx)
 		} else {
 			s.descs, s.state = compactTable(s.descs, s.state, s.idx)
 		}

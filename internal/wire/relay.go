@@ -96,21 +96,18 @@ func (e *Encoder) AppendRelaySchema(dst []byte, s *Stream, sc *RelaySchema) []by
 	return e.relaySchema(dst, s, sc.Table, len(sc.Table)-sc.Added, sc.Order, sc.Reset, sc.Compact)
 }
 
-// relaySchema makes s's table a copy of table, of which the peer already
-// holds the first kept entries (after a compaction when flagged), and
-// appends the frame that says so.
+// relaySchema makes s's table table, of which the peer already holds the
+// first kept entries (after a compaction when flagged), and appends the
+// frame that says so. s shares table with the Decoder, which never
+// changes the first len(table) entries of it (it changes a copy), so
+// other streams' schemas may copy from it later.
 func (e *Encoder) relaySchema(dst []byte, s *Stream, table []*metric.Desc, kept int, order []int32, reset, compact bool) []byte {
 	if reset {
 		s.epoch = e.epoch
 		kept = 0
 	}
 	e.entries += len(table) - len(s.descs)
-	// Sized exactly: thousands of relayed streams live in one aggregator.
-	if cap(s.descs) < len(table) {
-		s.descs = make([]*metric.Desc, len(table), len(table)+len(table)/8)
-	}
-	s.descs = s.descs[:len(table)]
-	copy(s.descs, table)
+	s.descs = table[:len(table):len(table)]
 	e.newd = e.newd[:0]
 	for i := kept; i < len(table); i++ {
 		e.newd = append(e.newd, int32(i))
