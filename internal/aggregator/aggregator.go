@@ -317,13 +317,13 @@ func (a *Aggregator) stream(node string, first *metric.Desc) *fwdStream {
 // its forwarding once bound, whatever its series become; it is bound on
 // its first frame by node and first series, so a child that connects
 // again continues the streams it had.
-func (a *Aggregator) relayStream(node string, src *wire.RelaySource, table []*metric.Desc, order []int32) *wire.ClientStream {
+func (a *Aggregator) relayStream(node string, src *wire.RelaySource, table []*metric.Desc, runs []int32) *wire.ClientStream {
 	if fs, ok := src.Fwd.(*fwdStream); ok {
 		return fs.rs
 	}
 	var first *metric.Desc
-	if len(order) > 0 {
-		first = table[order[0]]
+	if len(runs) > 0 {
+		first = table[runs[0]]
 	}
 	fs := a.stream(node, first)
 	if fs.rs == nil {
@@ -358,7 +358,7 @@ func (a *Aggregator) Tick(node string, t time.Time, descs []*metric.Desc, values
 func (a *Aggregator) RelaySchema(node string, sc *wire.RelaySchema) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.client.RelaySchema(a.relayStream(node, sc.Source, sc.Table, sc.Order), sc)
+	a.client.RelaySchema(a.relayStream(node, sc.Source, sc.Table, sc.Runs), sc)
 }
 
 // RelayTick implements wire.RelayHandler: forward one tick of one node,
@@ -368,7 +368,7 @@ func (a *Aggregator) RelayTick(node string, t time.Time, f *wire.RelayFrame) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	before := a.client.Stats().Dropped.Load()
-	if a.client.Relay(a.relayStream(node, f.Source, f.Table, f.Order), t, f) {
+	if a.client.Relay(a.relayStream(node, f.Source, f.Table, f.Runs), t, f) {
 		a.lag.relayed.Inc()
 	} else {
 		a.lag.lost.Inc()

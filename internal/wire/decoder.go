@@ -141,6 +141,9 @@ type Decoder struct {
 	// What a RelayHandler is passed, reused: a tick allocates nothing.
 	rf RelayFrame
 	rs RelaySchema
+	// Scratch: a relayed stream's runs while they are read, its order's
+	// indexes while it is compacted.
+	runs, used []int32
 }
 
 type decStream struct {
@@ -153,9 +156,13 @@ type decStream struct {
 	prevD int64
 	ready bool // a schema has been received
 	// check: the stream is relayed (RelayHandler), so its values are
-	// only checked, against chk instead of state, and seq stays empty.
+	// only checked, against chk instead of state; its order is kept as
+	// runs ((start, length) pairs, usually one) of n series rather than
+	// idx and seq.
 	check bool
 	chk   []chkState
+	runs  []int32
+	n     int
 	// fresh: a reset schema arrived since the last values frame.
 	fresh bool
 	src   *RelaySource
@@ -271,7 +278,8 @@ func (d *Decoder) schema(payload []byte, h Handler) error {
 	} else if flags&schemaCompact != 0 {
 		d.total -= len(s.descs)
 		if s.check {
-			s.descs, s.chk = compactTable(slices.Clone(s.descs), s.chk, s.idx)
+			d.used = expandRuns(d.used[:0], s.runs)
+			s.descs, s.chk = compactTable(slices.Clone(s.descs), s.chk, d.used)
 		} else {
 			s.descs, s.state = compactTable(s.descs, s.state, s.idx)
 		}
@@ -334,28 +342,39 @@ func (d *Decoder) schema(payload []byte, h Handler) error {
 	if n > uint64(d.lim.MaxSeries) {
 		return fmt.Errorf("%w: %d series > %d", ErrLimit, n, d.lim.MaxSeries)
 	}
-	s.idx = grow(s.idx[:0], int(n))
-	if !s.check {
-		s.seq = grow(s.seq[:0], int(n))
+	if s.check {
+		d.runs = d.runs[:0]
+	} else {
+		s.idx, s.seq = grow(s.idx[:0], int(n)), grow(s.seq[:0], int(n))
 	}
 	next := int64(0)
-	for uint64(len(s.idx)) < n {
+	for count := uint64(0); count < n; {
 		start := next + p.varint("run start")
 		length := p.uvarint("run length")
 		if p.err != nil {
 			return p.err
 		}
-		if length == 0 || length > n-uint64(len(s.idx)) || start < 0 || start > int64(len(s.descs)) ||
+		if length == 0 || length > n-count || start < 0 || start > int64(len(s.descs)) ||
 			start+int64(length) > int64(len(s.descs)) {
 			return fmt.Errorf("%w: run of %d series from %d in a table of %d", ErrMalformed, length, start, len(s.descs))
 		}
-		for i := start; i < start+int64(length); i++ {
-			s.idx = append(s.idx, int32(i))
-			if !s.check {
+		if s.check {
+			d.runs = append(d.runs, int32(start), int32(length))
+		} else {
+			for i := start; i < start+int64(length); i++ {
+				s.idx = append(s.idx, int32(i))
 				s.seq = append(s.seq, s.descs[i])
 			}
 		}
+		count += length
 		next = start + int64(length)
+	}
+	if s.check {
+		// Sized exactly: thousands of streams, one run each, usually.
+		if cap(s.runs) < len(d.runs) {
+			s.runs = make([]int32, 0, len(d.runs))
+		}
+		s.runs, s.n = append(s.runs[:0], d.runs...), int(n)
 	}
 	if err := p.end("schema"); err != nil {
 		return err
@@ -370,7 +389,7 @@ func (d *Decoder) schema(payload []byte, h Handler) error {
 			return errNotRelay
 		}
 		d.rs = RelaySchema{Source: s.src, Reset: flags&schemaReset != 0, Compact: flags&schemaCompact != 0,
-			Table: s.descs, Added: nNew, Order: s.idx}
+			Table: s.descs, Added: nNew, Runs: s.runs}
 		r.RelaySchema(s.node, &d.rs)
 		d.rs = RelaySchema{} // keep nothing alive
 		return nil
@@ -483,8 +502,8 @@ func (d *Decoder) values(payload []byte, h Handler, key bool) error {
 	if s == nil || !s.ready {
 		return fmt.Errorf("%w: values for stream %d before its schema", ErrMalformed, id)
 	}
-	if n != uint64(len(s.idx)) {
-		return fmt.Errorf("%w: node %s: %d values for %d series", ErrMalformed, s.node, n, len(s.idx))
+	if series := len(s.idx) + s.n; n != uint64(series) { // one of them is 0
+		return fmt.Errorf("%w: node %s: %d values for %d series", ErrMalformed, s.node, n, series)
 	}
 	if key {
 		clear(s.state)
@@ -498,12 +517,12 @@ func (d *Decoder) values(payload []byte, h Handler, key bool) error {
 		if !ok {
 			return errNotRelay
 		}
-		if !checkCodes(p.b, s.idx, s.chk) {
+		if !checkCodes(p.b, s.runs, s.chk) {
 			return fmt.Errorf("%w: node %s: bad value codes", ErrMalformed, s.node)
 		}
 		d.Values += n
 		f := &d.rf
-		*f = RelayFrame{Source: s.src, Key: key || s.fresh, Body: body, N: int(n), Table: s.descs, Order: s.idx}
+		*f = RelayFrame{Source: s.src, Key: key || s.fresh, Body: body, N: int(n), Table: s.descs, Runs: s.runs}
 		s.fresh = false
 		if f.Key {
 			s.keyAsked = false

@@ -262,13 +262,13 @@ func (e *Encoder) appendSchema(dst []byte, s *Stream) []byte {
 		}
 		s.idx = append(s.idx, i)
 	}
-	return e.writeSchema(dst, s, reset, compact)
+	return e.writeSchema(dst, s, reset, compact, nil)
 }
 
 // writeSchema writes the schema frame that adds s.descs[e.newd...] to the
 // peer's table of s (after a reset or a compaction when flagged) and sets
-// the order s.idx.
-func (e *Encoder) writeSchema(dst []byte, s *Stream, reset, compact bool) []byte {
+// the order: runs, (start, length) pairs of table indexes, or else s.idx.
+func (e *Encoder) writeSchema(dst []byte, s *Stream, reset, compact bool, runs []int32) []byte {
 	dst, start := beginFrame(dst, frameSchema)
 	dst = binary.AppendUvarint(dst, s.id)
 	var flags byte
@@ -326,6 +326,9 @@ func (e *Encoder) writeSchema(dst []byte, s *Stream, reset, compact bool) []byte
 		j++
 	}
 	e.remember(s)
+	if runs != nil {
+		return endFrame(appendRuns(dst, runs), start)
+	}
 	// The order as runs of consecutive table indexes: an unchanged table
 	// in table order is one run.
 	dst = binary.AppendUvarint(dst, uint64(len(s.idx)))

@@ -38,10 +38,11 @@ type RelaySchema struct {
 	Source         *RelaySource
 	Reset, Compact bool
 	// Table is the stream's descriptor table after the frame, of which
-	// the last Added entries are new; Order indexes Table.
+	// the last Added entries are new; Runs is the order of the following
+	// ticks as (start, length) pairs of Table indexes.
 	Table []*metric.Desc
 	Added int
-	Order []int32
+	Runs  []int32
 }
 
 // RelayFrame is a values frame as its sender coded it. Slices are valid
@@ -55,9 +56,9 @@ type RelayFrame struct {
 	Body []byte
 	// N is the number of values.
 	N int
-	// Table and Order are the stream's, for a relay that starts over.
+	// Table and Runs are the stream's, for a relay that starts over.
 	Table []*metric.Desc
-	Order []int32
+	Runs  []int32
 	// WantKey is set by the handler to ask the sender for a keyframe of
 	// the stream (sent once until one comes).
 	WantKey bool
@@ -93,7 +94,7 @@ func (d *Decoder) sendKeyRequests(conn net.Conn, send *frameMAC, hb *holdBeat, d
 // AppendRelaySchema appends the schema frame sc for s, which relays sc's
 // source in step: the peer's table of s stays the sender's.
 func (e *Encoder) AppendRelaySchema(dst []byte, s *Stream, sc *RelaySchema) []byte {
-	return e.relaySchema(dst, s, sc.Table, len(sc.Table)-sc.Added, sc.Order, sc.Reset, sc.Compact)
+	return e.relaySchema(dst, s, sc.Table, len(sc.Table)-sc.Added, sc.Runs, sc.Reset, sc.Compact)
 }
 
 // relaySchema makes s's table table, of which the peer already holds the
@@ -101,7 +102,7 @@ func (e *Encoder) AppendRelaySchema(dst []byte, s *Stream, sc *RelaySchema) []by
 // frame that says so. s shares table with the Decoder, which never
 // changes the first len(table) entries of it (it changes a copy), so
 // other streams' schemas may copy from it later.
-func (e *Encoder) relaySchema(dst []byte, s *Stream, table []*metric.Desc, kept int, order []int32, reset, compact bool) []byte {
+func (e *Encoder) relaySchema(dst []byte, s *Stream, table []*metric.Desc, kept int, runs []int32, reset, compact bool) []byte {
 	if reset {
 		s.epoch = e.epoch
 		kept = 0
@@ -112,8 +113,7 @@ func (e *Encoder) relaySchema(dst []byte, s *Stream, table []*metric.Desc, kept 
 	for i := kept; i < len(table); i++ {
 		e.newd = append(e.newd, int32(i))
 	}
-	s.idx = order
-	dst = e.writeSchema(dst, s, reset, compact)
+	dst = e.writeSchema(dst, s, reset, compact, runs)
 	// No order or value state of its own: the next schema brings the
 	// order, the values go as they came.
 	s.idx, s.state, s.seq = nil, nil, nil
@@ -128,7 +128,7 @@ func (e *Encoder) relaySchema(dst []byte, s *Stream, table []*metric.Desc, kept 
 // coded against: s relayed f's source in step since such a restart.
 func (e *Encoder) AppendRelay(dst []byte, s *Stream, f *RelayFrame, restart bool) []byte {
 	if restart {
-		dst = e.relaySchema(dst, s, f.Table, 0, f.Order, true, false)
+		dst = e.relaySchema(dst, s, f.Table, 0, f.Runs, true, false)
 	}
 	s.valuesAt = len(dst)
 	s.key = f.Key
@@ -148,57 +148,86 @@ func (e *Encoder) AppendRelay(dst []byte, s *Stream, f *RelayFrame, restart bool
 // float code reusing the window reads.
 type chkState uint8
 
-// checkCodes walks the value codes of body, one per entry of order, with
-// the states of the table entries, as decodeValue would read them: it
-// reports false where decodeValue would fail (a code running past the
-// end, a residual or a window reuse without a previous value of that
-// kind, a scale above maxScale, a window past 64 bits) or when bytes
+// appendRuns appends an order given as (start, length) pairs of table
+// indexes: the series count, then each run as in a schema frame.
+func appendRuns(dst []byte, runs []int32) []byte {
+	n := 0
+	for r := 1; r < len(runs); r += 2 {
+		n += int(runs[r])
+	}
+	dst = binary.AppendUvarint(dst, uint64(n))
+	next := int32(0)
+	for r := 0; r+1 < len(runs); r += 2 {
+		dst = binary.AppendUvarint(dst, zigzag(int64(runs[r]-next)))
+		dst = binary.AppendUvarint(dst, uint64(runs[r+1]))
+		next = runs[r] + runs[r+1]
+	}
+	return dst
+}
+
+// expandRuns appends the table indexes of runs to dst.
+func expandRuns(dst []int32, runs []int32) []int32 {
+	for r := 0; r+1 < len(runs); r += 2 {
+		for i := runs[r]; i < runs[r]+runs[r+1]; i++ {
+			dst = append(dst, i)
+		}
+	}
+	return dst
+}
+
+// checkCodes walks the value codes of body, one per table entry of the
+// order runs, with the states of the entries, as decodeValue would read
+// them: it reports false where decodeValue would fail (a code running
+// past the end, a residual or a window reuse without a previous value of
+// that kind, a scale above maxScale, a window past 64 bits) or when bytes
 // remain after the last code.
-func checkCodes(body []byte, order []int32, st []chkState) bool {
+func checkCodes(body []byte, runs []int32, st []chkState) bool {
 	end := uint(len(body)) * 8
 	pos := uint(0)
-	for _, i := range order {
-		if pos >= end {
-			return false // every code has at least one bit
-		}
-		w := peek64(body, pos)
-		ones := uint(bits.LeadingZeros64(^w))
-		switch {
-		case ones == 0:
-			pos++
-		case ones <= 3:
-			if st[i] != 0 {
-				return false
+	for r := 0; r+1 < len(runs); r += 2 {
+		for i := runs[r]; i < runs[r]+runs[r+1]; i++ {
+			if pos >= end {
+				return false // every code has at least one bit
 			}
-			pos += ones + 1 + [4]uint{0, 7, 14, 24}[ones]
-		case ones == 4:
-			if st[i] != 0 {
-				return false
-			}
-			pos += 5 + 6 + uint(w>>(64-11)&63) + 1
-		case ones == 5:
-			if w>>(64-10)&15 > maxScale {
-				return false
-			}
-			pos += 6 + 4 + 6 + uint(w>>(64-16)&63) + 1
-			st[i] = 0
-		default: // six ones: a float code
-			if w>>(64-7)&1 == 0 {
-				if st[i] == 0 {
+			w := peek64(body, pos)
+			ones := uint(bits.LeadingZeros64(^w))
+			switch {
+			case ones == 0:
+				pos++
+			case ones <= 3:
+				if st[i] != 0 {
 					return false
 				}
-				pos += 7 + uint(st[i])
-				break
+				pos += ones + 1 + [4]uint{0, 7, 14, 24}[ones]
+			case ones == 4:
+				if st[i] != 0 {
+					return false
+				}
+				pos += 5 + 6 + uint(w>>(64-11)&63) + 1
+			case ones == 5:
+				if w>>(64-10)&15 > maxScale {
+					return false
+				}
+				pos += 6 + 4 + 6 + uint(w>>(64-16)&63) + 1
+				st[i] = 0
+			default: // six ones: a float code
+				if w>>(64-7)&1 == 0 {
+					if st[i] == 0 {
+						return false
+					}
+					pos += 7 + uint(st[i])
+					break
+				}
+				lead, n := w>>(64-13)&63, w>>(64-19)&63+1
+				if lead+n > 64 {
+					return false
+				}
+				pos += 19 + uint(n)
+				st[i] = chkState(n)
 			}
-			lead, n := w>>(64-13)&63, w>>(64-19)&63+1
-			if lead+n > 64 {
+			if pos > end {
 				return false
 			}
-			pos += 19 + uint(n)
-			st[i] = chkState(n)
-		}
-		if pos > end {
-			return false
 		}
 	}
 	return (pos+7)/8 == uint(len(body))
