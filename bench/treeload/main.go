@@ -402,8 +402,8 @@ func run(o options) error {
 	}
 	for _, a := range aggs {
 		if c, err := scrapeAgg(a.http); err == nil {
-			fmt.Printf("  %-22s dropped %.0f values, %.0f upstream ticks; forwarded %.0f ticks as they came, %.0f encoded again (whole run)\n",
-				a.name, c.dropped, c.ticksDropped, c.relayed, c.encoded)
+			fmt.Printf("  %-22s dropped %.0f values, %.0f upstream ticks; forwarded %.0f ticks as they came, %.0f encoded again, %.0f not relayable (whole run)\n",
+				a.name, c.dropped, c.ticksDropped, c.relayed, c.encoded, c.lost)
 		}
 	}
 	for i, c := range procs {
@@ -439,7 +439,7 @@ func waitHTTP(addr string) error {
 }
 
 // aggCounters are an aggregator's counters read from its /metrics.
-type aggCounters struct{ values, bytes, dropped, ticksDropped, relayed, encoded float64 }
+type aggCounters struct{ values, bytes, dropped, ticksDropped, relayed, encoded, lost float64 }
 
 func scrapeAgg(addr string) (aggCounters, error) {
 	var c aggCounters
@@ -469,10 +469,13 @@ func scrapeAgg(addr string) (aggCounters, error) {
 		case "vigil_aggregator_upstream_ticks_dropped_total":
 			c.ticksDropped, err = strconv.ParseFloat(line[i+1:], 64)
 		case "vigil_aggregator_forwarded_ticks_total":
-			if strings.Contains(line, `how="relayed"`) {
+			switch {
+			case strings.Contains(line, `how="relayed"`):
 				c.relayed, err = strconv.ParseFloat(line[i+1:], 64)
-			} else {
+			case strings.Contains(line, `how="encoded"`):
 				c.encoded, err = strconv.ParseFloat(line[i+1:], 64)
+			case strings.Contains(line, `how="lost"`):
+				c.lost, err = strconv.ParseFloat(line[i+1:], 64)
 			}
 		}
 		if err != nil {

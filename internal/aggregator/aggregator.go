@@ -312,27 +312,90 @@ func (a *Aggregator) Disconnect(p wire.Peer, err error) {
 // Schema implements wire.Handler; streams are found per tick.
 func (a *Aggregator) Schema(string, []*metric.Desc) {}
 
-// fwdStream is how a node's stream goes upstream: its children's value
-// frames passed on as they are (rs), or, until the child's next keyframe
-// once that is not possible, re-encoded (cs). Each is created when first
-// needed.
+// fwdStream is how a node's stream goes upstream: its children's frames
+// passed on as they are (rs), or, for ticks handed over decoded (Tick),
+// encoded again (cs). Each is created when first needed.
 type fwdStream struct{ rs, cs *wire.ClientStream }
 
-// Tick implements wire.Handler: forward one tick of one node.
+// stream returns the forwarding of node's stream whose series start with
+// first, and creates it if needed; a.mu is held.
+func (a *Aggregator) stream(node string, first *metric.Desc) *fwdStream {
+	k := streamKey{node, first}
+	fs := a.streams[k]
+	if fs == nil {
+		fs = &fwdStream{}
+		a.streams[k] = fs
+	}
+	return fs
+}
+
+// relayStream returns where a child's stream goes. A child stream keeps
+// its forwarding once bound, whatever its series become; it is bound on
+// its first frame by node and first series, so a child that connects
+// again continues the streams it had.
+func (a *Aggregator) relayStream(node string, src *wire.RelaySource, table []*metric.Desc, runs []int32) *wire.ClientStream {
+	if fs, ok := src.Fwd.(*fwdStream); ok {
+		return fs.rs
+	}
+	var first *metric.Desc
+	if len(runs) > 0 {
+		first = table[runs[0]]
+	}
+	fs := a.stream(node, first)
+	if fs.rs == nil {
+		fs.rs = a.client.NewRelayStream(node)
+	}
+	src.Fwd = fs
+	return fs.rs
+}
+
+// Tick implements wire.Handler: forward one tick of one node, encoding it
+// again. Children's frames come through RelayTick instead.
 func (a *Aggregator) Tick(node string, t time.Time, descs []*metric.Desc, values []float64) {
-	a.forward(node, t, descs, values, nil)
+	a.arrived(node, t, len(values))
+	var first *metric.Desc
+	if len(descs) > 0 {
+		first = descs[0]
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	fs := a.stream(node, first)
+	if fs.cs == nil {
+		fs.cs = a.client.NewStream(node)
+	}
+	before := a.client.Stats().Dropped.Load()
+	a.client.Tick(fs.cs, t, descs, values)
+	a.lag.encoded.Inc()
+	a.counted(before, len(values))
+}
+
+// RelaySchema implements wire.RelayHandler: pass a child's schema on, so
+// the upstream's table of the stream stays the child's.
+func (a *Aggregator) RelaySchema(node string, sc *wire.RelaySchema) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.client.RelaySchema(a.relayStream(node, sc.Source, sc.Table, sc.Runs), sc)
 }
 
 // RelayTick implements wire.RelayHandler: forward one tick of one node,
-// passing its frame on without encoding it again when the upstream holds
-// the state it was coded against.
-func (a *Aggregator) RelayTick(node string, t time.Time, descs []*metric.Desc, values []float64, f *wire.RelayFrame) {
-	a.forward(node, t, descs, values, f)
+// passing its frame on as it came.
+func (a *Aggregator) RelayTick(node string, t time.Time, f *wire.RelayFrame) {
+	a.arrived(node, t, f.N)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	before := a.client.Stats().Dropped.Load()
+	if a.client.Relay(a.relayStream(node, f.Source, f.Table, f.Runs), t, f) {
+		a.lag.relayed.Inc()
+	} else {
+		a.lag.lost.Inc()
+	}
+	a.counted(before, f.N)
 }
 
-func (a *Aggregator) forward(node string, t time.Time, descs []*metric.Desc, values []float64, f *wire.RelayFrame) {
+// arrived notes a child's tick of n values stamped t: liveness and lag.
+func (a *Aggregator) arrived(node string, t time.Time, n int) {
 	now := time.Now()
-	a.received.Add(uint64(len(values)))
+	a.received.Add(uint64(n))
 	lag := now.Sub(t)
 	if int64(lag) > a.maxLag.Load() {
 		a.maxLag.Store(int64(lag))
@@ -341,40 +404,16 @@ func (a *Aggregator) forward(node string, t time.Time, descs []*metric.Desc, val
 	if a.live.Seen(node, t, now) {
 		a.client.NodeState(node, true, t)
 	}
-	var first *metric.Desc
-	if len(descs) > 0 {
-		first = descs[0]
-	}
-	a.mu.Lock()
-	k := streamKey{node, first}
-	fs := a.streams[k]
-	if fs == nil {
-		fs = &fwdStream{}
-		a.streams[k] = fs
-	}
-	before := a.client.Stats().Dropped.Load()
-	relayed := false
-	if f != nil {
-		if fs.rs == nil {
-			fs.rs = a.client.NewRelayStream(node)
-		}
-		relayed = a.client.Relay(fs.rs, t, descs, f)
-	}
-	if relayed {
-		a.lag.relayed.Inc()
+}
+
+// counted counts a tick of n values as forwarded, or as dropped if the
+// client dropped a tick meanwhile (then or to make room); a.mu is held.
+func (a *Aggregator) counted(droppedBefore uint64, n int) {
+	if a.client.Stats().Dropped.Load() != droppedBefore {
+		a.dropped.Add(uint64(n))
 	} else {
-		if fs.cs == nil {
-			fs.cs = a.client.NewStream(node)
-		}
-		a.client.Tick(fs.cs, t, descs, values)
-		a.lag.encoded.Inc()
+		a.forwarded.Add(uint64(n))
 	}
-	if a.client.Stats().Dropped.Load() != before {
-		a.dropped.Add(uint64(len(values)))
-	} else {
-		a.forwarded.Add(uint64(len(values)))
-	}
-	a.mu.Unlock()
 }
 
 // Gap implements wire.Handler: pass lower tiers' gaps on.

@@ -44,8 +44,9 @@ func recordFrames(b *testing.B, nodes, ticks int) (frames [][]byte, values []int
 	return frames, values
 }
 
-// BenchmarkForward is one aggregator's hot path in one process: decode a
-// child's frame, Tick (liveness, stream lookup), encode for the upstream.
+// BenchmarkForward is one aggregator's hot path in one process: check a
+// child's frame, RelayTick (liveness, stream lookup), queue it for the
+// upstream as it came.
 // One op is one node's tick (about 330 values). The upstream is a wire
 // server on loopback in this process that decodes and discards, so its
 // CPU competes with the measured path as on a real 2-core aggregator host;

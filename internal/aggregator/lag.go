@@ -11,11 +11,11 @@ import (
 // tick's own timestamp, so a sender's and lower tiers' delays are
 // included), and the time it waited in the upstream queue. Percentiles
 // per hop in bench/treeload come from these. It also counts the ticks
-// relayed (passed on as they came) and those encoded again.
+// relayed (passed on as they came), those encoded again and those lost.
 type lagMetrics struct {
-	received, sent   prometheus.Observer
-	wait             prometheus.Histogram
-	relayed, encoded prometheus.Counter
+	received, sent         prometheus.Observer
+	wait                   prometheus.Histogram
+	relayed, encoded, lost prometheus.Counter
 }
 
 // lagBuckets span 1 ms to 30 s in steps of about 24 %.
@@ -34,13 +34,13 @@ func newLagMetrics(reg prometheus.Registerer) lagMetrics {
 	})
 	fwd := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "vigil_aggregator_forwarded_ticks_total",
-		Help: "Ticks forwarded upstream, by how: relayed (the child's frame passed on as it is) or encoded (decoded and encoded again).",
+		Help: "Children's ticks by how they went upstream: relayed (the child's frame passed on as it is), encoded (decoded and encoded again) or lost (the upstream lacked the state the frame was coded against, until the child's next keyframe; recorded as a gap).",
 	}, []string{"how"})
 	if reg != nil {
 		reg.MustRegister(tl, wait, fwd)
 	}
 	return lagMetrics{received: tl.WithLabelValues("received"), sent: tl.WithLabelValues("written"), wait: wait,
-		relayed: fwd.WithLabelValues("relayed"), encoded: fwd.WithLabelValues("encoded")}
+		relayed: fwd.WithLabelValues("relayed"), encoded: fwd.WithLabelValues("encoded"), lost: fwd.WithLabelValues("lost")}
 }
 
 // written is the upstream client's Written hook.

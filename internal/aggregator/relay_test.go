@@ -56,11 +56,11 @@ func startAgg(t *testing.T, ctx context.Context, name, upstream string, buffer i
 	return a
 }
 
-// TestRelayExact: through two aggregators that pass children's value frames
-// on as they are, every value arrives bit for bit: counters, decimals,
-// noise, NaN and infinities, across schema changes (which fall back to
-// encoding until the child's next keyframe), keyframes, and the top
-// restarting (a new upstream connection, so the relay starts over).
+// TestRelayExact: through two aggregators that pass children's schema and
+// value frames on as they are, every value arrives bit for bit: counters,
+// decimals, noise, NaN and infinities, across schema changes, keyframes,
+// and the top restarting (a new upstream connection, so the relay starts
+// over at each child's next keyframe).
 func TestRelayExact(t *testing.T) { relayChain(t, false) }
 
 // TestRelayExactAfterDrops: the top is away at first and the second
@@ -191,15 +191,15 @@ func relayChain(t *testing.T, drops bool) {
 		t.Errorf("%d protocol errors", n)
 	}
 	for _, a := range []*Aggregator{a1, a2} {
-		r, e := testutil.ToFloat64(a.lag.relayed), testutil.ToFloat64(a.lag.encoded)
-		t.Logf("%s: %v ticks relayed, %v encoded", a.cfg.Name, r, e)
-		if r < ticks/2 {
-			t.Errorf("%s: %v ticks relayed, %v encoded; want most relayed", a.cfg.Name, r, e)
+		r, e, l := testutil.ToFloat64(a.lag.relayed), testutil.ToFloat64(a.lag.encoded), testutil.ToFloat64(a.lag.lost)
+		t.Logf("%s: %v ticks relayed, %v encoded, %v lost", a.cfg.Name, r, e, l)
+		if r < ticks/2 || e != 0 {
+			t.Errorf("%s: %v ticks relayed, %v encoded; want most relayed, none encoded", a.cfg.Name, r, e)
 		}
 	}
-	// The child's schema changes are no keyframes: a1 encodes until one.
-	if e := testutil.ToFloat64(a1.lag.encoded); e == 0 {
-		t.Errorf("a1 encoded no tick; want the ticks after a schema change encoded")
+	// a1's upstream never went away: schema changes and all went through.
+	if r, l := testutil.ToFloat64(a1.lag.relayed), testutil.ToFloat64(a1.lag.lost); r != 2*ticks || l != 0 {
+		t.Errorf("a1: %v ticks relayed, %v lost; want %d relayed", r, l, 2*ticks)
 	}
 }
 
@@ -225,8 +225,8 @@ func (h *orderTop) Tick(node string, t time.Time, _ []*metric.Desc, values []flo
 
 // TestRelayDuplicateSeries: a child that sends the same series twice as
 // two table entries (each with its own value state) has them interned to
-// one descriptor here; such frames are encoded again, not relayed, and
-// every value still arrives exactly.
+// one descriptor here; the relayed table keeps both entries, so every
+// value still arrives exactly.
 func TestRelayDuplicateSeries(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -269,7 +269,102 @@ func TestRelayDuplicateSeries(t *testing.T) {
 	if n := topStats.ProtocolErrors.Load(); n != 0 {
 		t.Errorf("%d protocol errors", n)
 	}
-	if r := testutil.ToFloat64(a1.lag.relayed); r != 0 {
-		t.Errorf("%v ticks relayed; want all encoded again", r)
+	if r, e := testutil.ToFloat64(a1.lag.relayed), testutil.ToFloat64(a1.lag.encoded); r != 20 || e != 0 {
+		t.Errorf("%v ticks relayed, %v encoded; want all 20 relayed", r, e)
+	}
+}
+
+// TestRelayAsksForKeyframe: a child that never sends keyframes on its own
+// streams through two relaying aggregators; the top restarts, so the
+// second aggregator's upstream state is gone. It asks the first for
+// keyframes, which asks the child, so relaying resumes within a few ticks
+// (without the requests no tick would pass again) and the values that
+// arrive are exact. Keyed, the requests carry tags like every frame.
+func TestRelayAsksForKeyframe(t *testing.T) {
+	t.Run("plain", func(t *testing.T) { asksForKeyframe(t, nil) })
+	t.Run("keyed", func(t *testing.T) { asksForKeyframe(t, []byte("0123456789abcdef-relay-key")) })
+}
+
+func asksForKeyframe(t *testing.T, key []byte) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	top := &exactTop{ticks: map[string]map[int64]map[string]uint64{}}
+	tln := listen(t)
+	topAddr := tln.Addr().String()
+	tctx, tcancel := context.WithCancel(ctx)
+	defer tcancel()
+	var topStats wire.ServerStats
+	go wire.Serve(tctx, tln, wire.ServerOptions{Log: quiet(), Key: key, Stats: &topStats}, top)
+	agg := func(name, upstream string) *Aggregator {
+		a, err := New(Config{Name: name, Listen: "127.0.0.1:0", Upstream: []string{upstream}, Interval: time.Second, Log: quiet(), Key: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go a.Run(ctx)
+		waitFor(t, name+" listening", 5*time.Second, func() bool { return a.Addr() != "" })
+		return a
+	}
+	a2 := agg("a2", topAddr)
+	a1 := agg("a1", a2.Addr())
+	child, err := wire.NewClient(wire.ClientOptions{Addrs: []string{a1.Addr()}, Name: "rack", Log: quiet(), KeyframeEvery: 1 << 20, Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go child.Run(ctx)
+	descs := []*metric.Desc{metric.NewDesc("c", "", metric.Counter), metric.NewDesc("r", "", metric.Gauge)}
+	nodes := []string{"cn1", "cn2"}
+	streams := []*wire.ClientStream{child.NewStream(nodes[0]), child.NewStream(nodes[1])}
+	const iv = 20 * time.Millisecond
+	base := time.Now().Truncate(iv)
+	sent := map[string]map[int64][2]uint64{"cn1": {}, "cn2": {}}
+	const ticks, restart = 60, 20
+	var last time.Time
+	for i := range ticks {
+		if i == restart {
+			tcancel()
+			waitFor(t, "a2 disconnected", 5*time.Second, func() bool { return !a2.client.Stats().Connected.Load() })
+			ln, err := net.Listen("tcp", topAddr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			go wire.Serve(ctx, ln, wire.ServerOptions{Log: quiet(), Key: key, Stats: &topStats}, top)
+			waitFor(t, "a2 connected again", 5*time.Second, func() bool { return a2.client.Stats().Connected.Load() })
+		}
+		ts := base.Add(time.Duration(i) * iv)
+		for k, node := range nodes {
+			v := []float64{float64(100*i+k) / 100, float64(i%7) / 3}
+			sent[node][ts.UnixNano()] = [2]uint64{math.Float64bits(v[0]), math.Float64bits(v[1])}
+			child.Tick(streams[k], ts, descs, v)
+		}
+		last = ts
+		time.Sleep(iv)
+	}
+	waitFor(t, "the last tick at the top", 10*time.Second, func() bool { return top.has("cn1", last) && top.has("cn2", last) })
+	top.mu.Lock()
+	defer top.mu.Unlock()
+	for _, node := range nodes {
+		after := 0
+		for ts, got := range top.ticks[node] {
+			w := sent[node][ts]
+			if got["c"] != w[0] || got["r"] != w[1] {
+				t.Errorf("%s at %v: %v, want %v", node, time.Unix(0, ts), got, w)
+			}
+			if ts >= base.Add(restart*iv).UnixNano() {
+				after++
+			}
+		}
+		// A few ticks go while the requests travel down and the keyframe up.
+		if after < ticks-restart-8 {
+			t.Errorf("%s: %d of the %d ticks after the restart arrived", node, after, ticks-restart)
+		}
+	}
+	if e := testutil.ToFloat64(a2.lag.encoded) + testutil.ToFloat64(a1.lag.encoded); e != 0 {
+		t.Errorf("%v ticks encoded again", e)
+	}
+	if n := topStats.ProtocolErrors.Load() + topStats.AuthFailures.Load() + a1.wstats.ProtocolErrors.Load() + a2.wstats.ProtocolErrors.Load(); n != 0 {
+		t.Errorf("%d protocol errors or authentication failures", n)
+	}
+	if n := child.Stats().Connects.Load() + a1.client.Stats().Connects.Load(); n != 2 {
+		t.Errorf("child and a1 connected %d times; want once each (a request must not break a link)", n)
 	}
 }

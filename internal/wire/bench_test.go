@@ -62,7 +62,18 @@ func BenchmarkEncode(b *testing.B) {
 }
 
 // BenchmarkDecode decodes the frames of recorded ticks; one op is one tick.
-func BenchmarkDecode(b *testing.B) {
+func BenchmarkDecode(b *testing.B) { benchDecode(b, wire.NopHandler{}) }
+
+// BenchmarkCheck checks the same frames as a relaying aggregator does,
+// without computing values.
+func BenchmarkCheck(b *testing.B) { benchDecode(b, relayNop{}) }
+
+type relayNop struct{ wire.NopHandler }
+
+func (relayNop) RelaySchema(string, *wire.RelaySchema)         {}
+func (relayNop) RelayTick(string, time.Time, *wire.RelayFrame) {}
+
+func benchDecode(b *testing.B, h wire.Handler) {
 	for _, bc := range benchCases {
 		b.Run(fmt.Sprintf("cpus=%d/interval=%s", bc.cpus, bc.interval), func(b *testing.B) {
 			ticks := record(bc.cpus, 1000, bc.interval, 42)
@@ -91,7 +102,7 @@ func BenchmarkDecode(b *testing.B) {
 					if err != nil {
 						break
 					}
-					if err := dec.Decode(typ, payload, wire.NopHandler{}); err != nil {
+					if err := dec.Decode(typ, payload, h); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -94,7 +94,7 @@ type ClientStream struct {
 	// A relayed stream (Relay) passes on another sender's frames; inSync:
 	// the upstream holds the state of source's frames since a restart.
 	inSync bool
-	source any
+	source *RelaySource
 }
 
 // NewClient checks the options; Run does the work.
@@ -163,39 +163,6 @@ func (c *Client) Tick(cs *ClientStream, t time.Time, descs []*metric.Desc, value
 		e.descs, e.vals = cs.s.seq, c.sq.keep(values)
 	}
 	c.push(e, err)
-}
-
-// NewRelayStream adds a node stream for Relay.
-func (c *Client) NewRelayStream(node string) *ClientStream {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return &ClientStream{s: c.enc.NewStream(node)}
-}
-
-// Relay queues one tick of rs as its sender coded it (an aggregator passing
-// a child's frame on, f from RelayHandler), so it is not encoded again. It
-// queues nothing and reports false when the upstream lacks the state the
-// frame was coded against (a new connection, a dropped tick, a schema
-// change, another source) and the frame is no keyframe; the caller then
-// queues the decoded tick on another stream with Tick. From the sender's
-// next keyframe on, relaying goes on.
-func (c *Client) Relay(rs *ClientStream, t time.Time, descs []*metric.Desc, f *RelayFrame) bool {
-	if f.Body == nil {
-		return false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	buf := c.take() // may drop queued ticks of rs: decide after it
-	restart := !rs.inSync || rs.s.epoch != c.enc.epoch || f.Changed || rs.source != f.Source
-	if restart && !f.Key {
-		rs.inSync = false
-		c.sq.release(buf)
-		return false
-	}
-	buf = c.enc.AppendRelay(buf, rs.s, descs, f.Key, f.Body, restart)
-	rs.inSync, rs.source = true, f.Source
-	c.push(entry{buf: buf, cs: rs, t: t}, nil)
-	return true
 }
 
 // Gap queues a gap of node (ticks from..to lost further down the tree).
@@ -351,6 +318,8 @@ func (c *Client) stream(ctx context.Context, conn net.Conn, fr *FrameReader, ses
 			case frameClose:
 				dead <- fmt.Errorf("upstream closed: %s", closeReason(payload))
 				return
+			case frameKeyReq:
+				c.keyRequested(payload)
 			case frameAck:
 				p := payloadReader{b: payload}
 				n := p.uvarint("ack")

@@ -2,7 +2,9 @@ package wire
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,31 +28,6 @@ type Handler interface {
 	Tick(node string, t time.Time, descs []*metric.Desc, values []float64)
 	Gap(node string, from, to time.Time)
 	NodeState(node string, up bool, t time.Time)
-}
-
-// RelayHandler is a Handler that can pass a tick on as its sender coded it
-// (an aggregator, with Client.Relay): the Decoder calls RelayTick instead
-// of Tick. Values are decoded and checked all the same, so the handler
-// can fall back to re-encoding them.
-type RelayHandler interface {
-	Handler
-	RelayTick(node string, t time.Time, descs []*metric.Desc, values []float64, f *RelayFrame)
-}
-
-// RelayFrame is a values frame as its sender coded it. It is valid only
-// during the call.
-type RelayFrame struct {
-	// Key: the values decode from the initial state (a keyframe, or the
-	// first values after a reset schema).
-	Key bool
-	// Changed: the stream's schema changed since its previous values.
-	Changed bool
-	// Body is the payload after the stream id; nil when the frame cannot
-	// be passed on as it is (its order names a series twice).
-	Body []byte
-	// Source is the sending stream; frames of one source continue each
-	// other, frames of different ones do not.
-	Source any
 }
 
 // Peer identifies a connection.
@@ -158,6 +135,15 @@ type Decoder struct {
 	vals []float64
 	// Values counts decoded values, for throughput accounting.
 	Values uint64
+	// keyReq are relayed streams whose keyframe the handler asked for,
+	// to be requested from the sender.
+	keyReq []uint64
+	// What a RelayHandler is passed, reused: a tick allocates nothing.
+	rf RelayFrame
+	rs RelaySchema
+	// Scratch: a relayed stream's runs while they are read, its order's
+	// indexes while it is compacted.
+	runs, used []int32
 }
 
 type decStream struct {
@@ -169,16 +155,20 @@ type decStream struct {
 	prevT int64
 	prevD int64
 	ready bool // a schema has been received
-	// For relaying (RelayHandler): a schema arrived since the last values
-	// frame; it was a reset; the order names no descriptor twice.
-	changed, fresh, distinct bool
-	source                   *relaySource
+	// check: the stream is relayed (RelayHandler), so its values are
+	// only checked, against chk instead of state; its order is kept as
+	// runs ((start, length) pairs, usually one) of n series rather than
+	// idx and seq.
+	check bool
+	chk   []chkState
+	runs  []int32
+	n     int
+	// fresh: a reset schema arrived since the last values frame.
+	fresh bool
+	src   *RelaySource
+	// keyAsked: a keyframe was requested and has not come yet.
+	keyAsked bool
 }
-
-// relaySource identifies a decoder stream to a relay without keeping the
-// stream (and its tables) alive after its connection ends; not zero-sized,
-// so every one has its own address.
-type relaySource struct{ _ byte }
 
 // NewDecoder returns a decoder bounded by lim, interning descriptors in in
 // (nil: a private interner).
@@ -262,7 +252,11 @@ func (d *Decoder) schema(payload []byte, h Handler) error {
 		if flags&schemaReset == 0 {
 			return fmt.Errorf("%w: first schema of stream %d is not a reset", ErrMalformed, id)
 		}
-		s = &decStream{}
+		_, relay := h.(RelayHandler)
+		s = &decStream{check: relay}
+		if relay {
+			s.src = &RelaySource{}
+		}
 		d.streams[id] = s
 	}
 	if s.node != string(node) {
@@ -271,20 +265,36 @@ func (d *Decoder) schema(payload []byte, h Handler) error {
 	if flags&^(schemaReset|schemaCompact) != 0 {
 		return fmt.Errorf("%w: schema flags %#x", ErrMalformed, flags)
 	}
+	// A relayed stream's table is shared with the relay (RelaySchema), so
+	// it is never changed in place: reset and compaction work on a copy;
+	// appends go past the length any relay saw.
 	if flags&schemaReset != 0 {
 		d.total -= len(s.descs)
-		s.descs, s.state = s.descs[:0], s.state[:0]
+		s.descs, s.state, s.chk = s.descs[:0], s.state[:0], s.chk[:0]
+		if s.check {
+			s.descs = nil
+		}
 		s.prevT, s.prevD = 0, 0
 	} else if flags&schemaCompact != 0 {
 		d.total -= len(s.descs)
-		s.descs, s.state = compactTable(s.descs, s.state, s.idx)
+		if s.check {
+			d.used = expandRuns(d.used[:0], s.runs)
+			s.descs, s.chk = compactTable(slices.Clone(s.descs), s.chk, d.used)
+		} else {
+			s.descs, s.state = compactTable(s.descs, s.state, s.idx)
+		}
 		d.total += len(s.descs)
 	}
 	if len(s.descs)+nNew > 2*d.lim.MaxSeries || d.total+nNew > d.lim.MaxTotalSeries {
 		return fmt.Errorf("%w: descriptor table of node %s", ErrLimit, s.node)
 	}
 	// A server holds thousands of streams: no append doubling.
-	s.descs, s.state = grow(s.descs, nNew), grow(s.state, nNew)
+	s.descs = grow(s.descs, nNew)
+	if s.check {
+		s.chk = grow(s.chk, nNew)
+	} else {
+		s.state = grow(s.state, nNew)
+	}
 	var prev *metric.Desc
 	for added := 0; added < nNew; {
 		if len(p.b) > 0 && p.b[0] == descCopy {
@@ -301,7 +311,6 @@ func (d *Decoder) schema(payload []byte, h Handler) error {
 			for i := range int(n) {
 				prev = src.descs[int(start)+i]
 				s.descs = append(s.descs, prev)
-				s.state = append(s.state, valState{})
 			}
 			d.total += int(n)
 			added += int(n)
@@ -312,10 +321,19 @@ func (d *Decoder) schema(payload []byte, h Handler) error {
 			return p.err
 		}
 		s.descs = append(s.descs, ds)
-		s.state = append(s.state, valState{})
 		d.total++
 		added++
 		prev = ds
+	}
+	// New entries start from the initial state.
+	if s.check {
+		for len(s.chk) < len(s.descs) {
+			s.chk = append(s.chk, 0)
+		}
+	} else {
+		for len(s.state) < len(s.descs) {
+			s.state = append(s.state, valState{})
+		}
 	}
 	n := p.uvarint("series")
 	if p.err != nil {
@@ -324,51 +342,65 @@ func (d *Decoder) schema(payload []byte, h Handler) error {
 	if n > uint64(d.lim.MaxSeries) {
 		return fmt.Errorf("%w: %d series > %d", ErrLimit, n, d.lim.MaxSeries)
 	}
-	s.idx, s.seq = grow(s.idx[:0], int(n)), grow(s.seq[:0], int(n))
+	if s.check {
+		d.runs = d.runs[:0]
+	} else {
+		s.idx, s.seq = grow(s.idx[:0], int(n)), grow(s.seq[:0], int(n))
+	}
 	next := int64(0)
-	for uint64(len(s.idx)) < n {
+	for count := uint64(0); count < n; {
 		start := next + p.varint("run start")
 		length := p.uvarint("run length")
 		if p.err != nil {
 			return p.err
 		}
-		if length == 0 || length > n-uint64(len(s.idx)) || start < 0 || start > int64(len(s.descs)) ||
+		if length == 0 || length > n-count || start < 0 || start > int64(len(s.descs)) ||
 			start+int64(length) > int64(len(s.descs)) {
 			return fmt.Errorf("%w: run of %d series from %d in a table of %d", ErrMalformed, length, start, len(s.descs))
 		}
-		for i := start; i < start+int64(length); i++ {
-			s.idx = append(s.idx, int32(i))
-			s.seq = append(s.seq, s.descs[i])
+		if s.check {
+			d.runs = append(d.runs, int32(start), int32(length))
+		} else {
+			for i := start; i < start+int64(length); i++ {
+				s.idx = append(s.idx, int32(i))
+				s.seq = append(s.seq, s.descs[i])
+			}
 		}
+		count += length
 		next = start + int64(length)
+	}
+	if s.check {
+		// Sized exactly: thousands of streams, one run each, usually.
+		if cap(s.runs) < len(d.runs) {
+			s.runs = make([]int32, 0, len(d.runs))
+		}
+		s.runs, s.n = append(s.runs[:0], d.runs...), int(n)
 	}
 	if err := p.end("schema"); err != nil {
 		return err
 	}
 	s.ready = true
-	s.changed = true
 	if flags&schemaReset != 0 {
 		s.fresh = true
 	}
-	if _, ok := h.(RelayHandler); ok {
-		s.distinct = distinct(s.seq)
+	if s.check {
+		r, ok := h.(RelayHandler)
+		if !ok {
+			return errNotRelay
+		}
+		d.rs = RelaySchema{Source: s.src, Reset: flags&schemaReset != 0, Compact: flags&schemaCompact != 0,
+			Table: s.descs, Added: nNew, Runs: s.runs}
+		r.RelaySchema(s.node, &d.rs)
+		d.rs = RelaySchema{} // keep nothing alive
+		return nil
 	}
 	h.Schema(s.node, s.seq)
 	return nil
 }
 
-// distinct reports whether no descriptor appears twice in seq (an encoder
-// gives each its own table entry; a relay's re-sent schema must too).
-func distinct(seq []*metric.Desc) bool {
-	seen := make(map[*metric.Desc]struct{}, len(seq))
-	for _, d := range seq {
-		if _, ok := seen[d]; ok {
-			return false
-		}
-		seen[d] = struct{}{}
-	}
-	return true
-}
+// errNotRelay: a stream begun for a RelayHandler keeps no value state, so
+// only a RelayHandler can take its frames.
+var errNotRelay = errors.New("wire: a relayed stream's frames decoded for a handler that does not relay")
 
 // desc reads one descriptor and interns it; nil on error (in p.err).
 func (d *Decoder) desc(p *payloadReader, prev *metric.Desc, table []*metric.Desc) *metric.Desc {
@@ -470,15 +502,39 @@ func (d *Decoder) values(payload []byte, h Handler, key bool) error {
 	if s == nil || !s.ready {
 		return fmt.Errorf("%w: values for stream %d before its schema", ErrMalformed, id)
 	}
-	if n != uint64(len(s.idx)) {
-		return fmt.Errorf("%w: node %s: %d values for %d series", ErrMalformed, s.node, n, len(s.idx))
+	if series := len(s.idx) + s.n; n != uint64(series) { // one of them is 0
+		return fmt.Errorf("%w: node %s: %d values for %d series", ErrMalformed, s.node, n, series)
 	}
 	if key {
 		clear(s.state)
+		clear(s.chk)
 		s.prevT, s.prevD = 0, 0
 	}
 	s.prevD += dod
 	s.prevT += s.prevD
+	if s.check {
+		r, ok := h.(RelayHandler)
+		if !ok {
+			return errNotRelay
+		}
+		if !checkCodes(p.b, s.runs, s.chk) {
+			return fmt.Errorf("%w: node %s: bad value codes", ErrMalformed, s.node)
+		}
+		d.Values += n
+		f := &d.rf
+		*f = RelayFrame{Source: s.src, Key: key || s.fresh, Body: body, N: int(n), Table: s.descs, Runs: s.runs}
+		s.fresh = false
+		if f.Key {
+			s.keyAsked = false
+		}
+		r.RelayTick(s.node, time.Unix(0, s.prevT), f)
+		if f.WantKey && !f.Key && !s.keyAsked {
+			s.keyAsked = true
+			d.keyReq = append(d.keyReq, id)
+		}
+		*f = RelayFrame{} // keep nothing alive
+		return nil
+	}
 	d.br = bitReader{buf: p.b}
 	vals := d.vals[:0]
 	for _, i := range s.idx {
@@ -493,18 +549,6 @@ func (d *Decoder) values(payload []byte, h Handler, key bool) error {
 	}
 	d.vals = vals
 	d.Values += uint64(len(vals))
-	if r, ok := h.(RelayHandler); ok {
-		if s.source == nil {
-			s.source = &relaySource{}
-		}
-		f := RelayFrame{Key: key || s.fresh, Changed: s.changed, Body: body, Source: s.source}
-		if !s.distinct {
-			f.Body = nil
-		}
-		s.changed, s.fresh = false, false
-		r.RelayTick(s.node, time.Unix(0, s.prevT), s.seq, vals, &f)
-		return nil
-	}
 	h.Tick(s.node, time.Unix(0, s.prevT), s.seq, vals)
 	return nil
 }

@@ -171,37 +171,6 @@ func (e *Encoder) AppendTick(dst []byte, s *Stream, t time.Time, descs []*metric
 	return e.appendValues(dst, s, t, values), nil
 }
 
-// AppendRelay appends a values frame another sender coded, as it is but
-// for the stream id: body is its payload after the id. With restart, a
-// schema that starts s over with the series descs comes first, so the
-// receiver's state for s is the initial one; body must then decode from
-// the initial state (a keyframe, or the first values after a reset).
-// Otherwise the receiver must hold the state the sender coded body
-// against: s carried that sender's frames since such a restart. A relayed
-// stream is never encoded with AppendTick.
-func (e *Encoder) AppendRelay(dst []byte, s *Stream, descs []*metric.Desc, key bool, body []byte, restart bool) []byte {
-	if restart {
-		s.epoch = 0 // a reset schema: the receiver's table and state start over
-		s.seq = append(grow(s.seq[:0], len(descs)), descs...)
-		dst = e.appendSchema(dst, s)
-		s.fresh = false
-		// The values go as they are: no value state of our own, and the
-		// order is needed again only for the next restart. The table
-		// stays: other streams' schemas copy from it.
-		s.state, s.seq, s.idx = nil, nil, nil
-	}
-	s.valuesAt = len(dst)
-	s.key = key || restart
-	typ := frameValues
-	if key {
-		typ |= frameKey
-	}
-	dst, start := beginFrame(dst, typ)
-	dst = binary.AppendUvarint(dst, s.id)
-	dst = append(dst, body...)
-	return endFrame(dst, start)
-}
-
 // appendSchema sends the descriptors of s.seq the peer does not know yet
 // and the new order. The table starts over when the peer is new and is
 // compacted when series churn would grow it past tableLimit.
@@ -262,7 +231,13 @@ func (e *Encoder) appendSchema(dst []byte, s *Stream) []byte {
 		}
 		s.idx = append(s.idx, i)
 	}
+	return e.writeSchema(dst, s, reset, compact, nil)
+}
 
+// writeSchema writes the schema frame that adds s.descs[e.newd...] to the
+// peer's table of s (after a reset or a compaction when flagged) and sets
+// the order: runs, (start, length) pairs of table indexes, or else s.idx.
+func (e *Encoder) writeSchema(dst []byte, s *Stream, reset, compact bool, runs []int32) []byte {
 	dst, start := beginFrame(dst, frameSchema)
 	dst = binary.AppendUvarint(dst, s.id)
 	var flags byte
@@ -320,6 +295,9 @@ func (e *Encoder) appendSchema(dst []byte, s *Stream) []byte {
 		j++
 	}
 	e.remember(s)
+	if runs != nil {
+		return endFrame(appendRuns(dst, runs), start)
+	}
 	// The order as runs of consecutive table indexes: an unchanged table
 	// in table order is one run.
 	dst = binary.AppendUvarint(dst, uint64(len(s.idx)))
@@ -371,7 +349,8 @@ func (s *Stream) compact() {
 }
 
 // compactTable is shared by encoder and decoder so both renumber alike.
-func compactTable(descs []*metric.Desc, state []valState, used []int32) ([]*metric.Desc, []valState) {
+// state is a value state per entry (or a checker's), or empty.
+func compactTable[S any](descs []*metric.Desc, state []S, used []int32) ([]*metric.Desc, []S) {
 	keep := make([]bool, len(descs))
 	for _, i := range used {
 		keep[i] = true
@@ -379,12 +358,15 @@ func compactTable(descs []*metric.Desc, state []valState, used []int32) ([]*metr
 	j := 0
 	for i := range descs {
 		if keep[i] {
-			descs[j], state[j] = descs[i], state[i]
+			descs[j] = descs[i]
+			if len(state) > 0 {
+				state[j] = state[i]
+			}
 			j++
 		}
 	}
 	clear(descs[j:])
-	return descs[:j], state[:j]
+	return descs[:j], state[:min(j, len(state))]
 }
 
 // Descriptor flags: fields equal to the previous descriptor of the frame

@@ -25,6 +25,7 @@ const (
 	frameClose     byte = 4  // peer is closing: reason string
 	framePing      byte = 5  // keep-alive, empty
 	frameAck       byte = 6  // receiver to sender: bytes of frames processed so far (uvarint)
+	frameKeyReq    byte = 7  // receiver to sender: send these streams' next values as keyframes
 	frameSchema    byte = 16 // stream id, node, descriptor table changes, order
 	frameValues    byte = 17 // stream id, time, encoded values
 	frameGap       byte = 18 // node, from, to

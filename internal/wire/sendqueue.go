@@ -152,12 +152,16 @@ func (q *sendQueue) push(e entry) {
 	}
 	q.seq++
 	e.seq = q.seq
+	if e.cs != nil {
+		e.tick = e.cs.s.valuesAt < len(e.buf) || e.vals != nil // a relayed schema comes alone
+	}
 	if e.queued.IsZero() { // not a tick queued again after a reconnect
 		e.queued = time.Now()
-		q.stats.Ticks.Add(1)
+		if e.tick || e.cs == nil {
+			q.stats.Ticks.Add(1)
+		}
 	}
 	if e.cs != nil {
-		e.tick = true
 		e.valuesAt, e.key = e.cs.s.valuesAt, e.cs.s.key
 		if p := q.find(e.cs.last); p != nil {
 			p.next = e.seq

@@ -670,6 +670,11 @@ func readLoop(ctx context.Context, conn net.Conn, br *bufio.Reader, fr *FrameRea
 		if err := a.ack(now, false); err != nil {
 			return err
 		}
+		// Before waiting for input: a keyframe request must not wait for
+		// the sender's next frame.
+		if err := dec.sendKeyRequests(conn, send, a.hb, br.Buffered() == 0); err != nil {
+			return err
+		}
 		if !a.due.IsZero() && br.Buffered() == 0 {
 			// Wait for input only until the Ack is due. Peek takes no
 			// bytes, so a timeout here cuts no frame in half.
