@@ -104,15 +104,29 @@ func TestE2ESlurmJobs(t *testing.T) {
 		}
 		return out, before.Add(time.Since(before) / 2)
 	}
-	out, _ := once()
-	rss := procSum(t, pids, rssBytes)
-	mem, ok := series(out, "vigil_job_memory_used_bytes", id)
-	if !ok {
-		t.Fatalf("no vigil_job_memory_used_bytes for job %s in:\n%s", id, out)
+	// The kernel flushes memory.stat's counters lazily (every 2 s, or
+	// once enough changes are pending): right after the job's allocation
+	// total_rss can read low, seen here as low as 1 MiB, for up to 2 s.
+	// So the check polls for 4 s; it still fails on a wrong reading.
+	var out string
+	var mem, rss float64
+	var tries []string
+	for deadline := time.Now().Add(4 * time.Second); ; {
+		out, _ = once()
+		rss = procSum(t, pids, rssBytes)
+		var ok bool
+		if mem, ok = series(out, "vigil_job_memory_used_bytes", id); !ok {
+			t.Fatalf("no vigil_job_memory_used_bytes for job %s in:\n%s", id, out)
+		}
+		tries = append(tries, fmt.Sprintf("%.1f", mem/(1<<20)))
+		if math.Abs(mem-rss) <= 0.1*rss || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
-	t.Logf("memory: vigil %.1f MiB, VmRSS of pids %v %.1f MiB", mem/(1<<20), pids, rss/(1<<20))
+	t.Logf("memory: vigil %s MiB, VmRSS of pids %v %.1f MiB", strings.Join(tries, ", "), pids, rss/(1<<20))
 	if math.Abs(mem-rss) > 0.1*rss {
-		t.Errorf("vigil_job_memory_used_bytes %.0f, VmRSS sum %.0f: more than 10 %% apart", mem, rss)
+		t.Errorf("vigil_job_memory_used_bytes %.0f, VmRSS sum %.0f: more than 10 %% apart for 4 s", mem, rss)
 	}
 	if mem < 200<<20 {
 		t.Errorf("vigil_job_memory_used_bytes %.0f < the 200 MiB the job holds", mem)
@@ -174,7 +188,10 @@ func TestE2ESlurmJobs(t *testing.T) {
 	if math.Abs(rate-truthRate) > 0.1*truthRate {
 		t.Errorf("CPU seconds grew %.3f/s by vigil, %.3f/s by /proc: more than 10 %% apart", rate, truthRate)
 	}
-	if truthRate < 0.5 {
+	// The job shares its core with whatever else runs on the host; the
+	// plugin is checked against /proc, and the test's job against 1 only
+	// loosely, so a busy host does not fail it.
+	if truthRate < 0.25 {
 		t.Errorf("the job burnt only %.2f CPU s/s by /proc: the host is too busy to check the rate", truthRate)
 	} else if math.Abs(rate-1) > 0.1 {
 		t.Logf("note: %.3f CPU s/s, not 1 ± 10 %% (a shared host; /proc agrees)", rate)
@@ -192,13 +209,14 @@ func TestE2ESlurmJobs(t *testing.T) {
 	})
 }
 
-// series returns the value of name{…jobid="id"} in Prometheus text.
+// series returns the value of name{…jobid="id"} in Prometheus text (of
+// the first name{…} for id "").
 func series(text, name, id string) (float64, bool) {
 	sc := bufio.NewScanner(strings.NewReader(text))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, name+"{") || !strings.Contains(line, `jobid="`+id+`"`) {
+		if !strings.HasPrefix(line, name+"{") || id != "" && !strings.Contains(line, `jobid="`+id+`"`) {
 			continue
 		}
 		i := strings.LastIndexByte(line, ' ')
@@ -292,5 +310,52 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 			t.Fatalf("no %s after %v", what, within)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestE2ESlurmMultiNodeJob runs a two-node job (srun on two slurmd of
+// this host) and checks that the sampler of each node, told its Slurm
+// NodeName, reports the job with the processes Slurm lists on that node.
+func TestE2ESlurmMultiNodeJob(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	c := slurm.Start(t, slurm.Options{Nodes: 2})
+	id := c.Submit(t, "-N2", "--ntasks-per-node=1", "-c1", "--mem=50M", "--wrap", "srun sleep 120")
+	c.WaitJob(t, id, 15*time.Second, "RUNNING")
+	for _, node := range c.Nodes {
+		// The step reaches each node a moment after the batch script.
+		var pids []int
+		waitFor(t, 10*time.Second, "the job's srun step on "+node, func() bool {
+			pids = c.PIDs(t, id, node)
+			for _, p := range pids {
+				if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p)); strings.TrimSpace(string(comm)) == "sleep" {
+					return true
+				}
+			}
+			return false
+		})
+		cfg := filepath.Join(c.Dir, node+".toml")
+		if err := os.WriteFile(cfg, []byte("[plugins.jobs]\nnode_name = \""+node+"\"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, code := run(t, "sample", "--once", "--config", cfg, "--root", "/", "--plugins", "jobs", "--node", node)
+		if code != 0 {
+			t.Fatalf("vigil sample: exit %d: %s", code, errOut)
+		}
+		procs, _ := series(out, "vigil_job_processes", id)
+		t.Logf("job %s on %s: %v processes by vigil, pids %v by scontrol listpids", id, node, procs, pids)
+		if v, ok := series(out, "vigil_job_running", id); !ok || v != 1 {
+			t.Errorf("%s: vigil_job_running %v (present %v), want 1", node, v, ok)
+		}
+		if v, ok := series(out, "vigil_job_processes", id); !ok || v != float64(len(pids)) {
+			t.Errorf("%s: vigil_job_processes %v (present %v), want %d (scontrol listpids: %v)", node, v, ok, len(pids), pids)
+		}
+		if v, ok := series(out, "vigil_job_memory_limit_bytes", id); !ok || v != 50<<20 {
+			t.Errorf("%s: vigil_job_memory_limit_bytes %v (present %v), want --mem=50M", node, v, ok)
+		}
+		if v, ok := series(out, "vigil_jobs", ""); ok && v != 1 {
+			t.Errorf("%s: vigil_jobs %v, want 1", node, v)
+		}
 	}
 }
