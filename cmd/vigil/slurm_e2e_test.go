@@ -316,12 +316,15 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 // TestE2ESlurmMultiNodeJob runs a two-node job (srun on two slurmd of
 // this host) and checks that the sampler of each node, told its Slurm
 // NodeName, reports the job with the processes Slurm lists on that node.
+// PrologFlags=Contain gives the job an extern step too, whose task_0 holds
+// a sleep of Slurm's (and, at sites with pam_slurm_adopt, the user's ssh
+// sessions): counted, as `scontrol listpids` lists it.
 func TestE2ESlurmMultiNodeJob(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
-	c := slurm.Start(t, slurm.Options{Nodes: 2})
-	id := c.Submit(t, "-N2", "--ntasks-per-node=1", "-c1", "--mem=50M", "--wrap", "srun sleep 120")
+	c := slurm.Start(t, slurm.Options{Nodes: 2, Contain: true})
+	id := c.Submit(t, "-N2", "--ntasks-per-node=1", "-c1", "--mem=50M", "--wrap", "srun sleep 121")
 	c.WaitJob(t, id, 15*time.Second, "RUNNING")
 	for _, node := range c.Nodes {
 		// The step reaches each node a moment after the batch script.
@@ -329,7 +332,7 @@ func TestE2ESlurmMultiNodeJob(t *testing.T) {
 		waitFor(t, 10*time.Second, "the job's srun step on "+node, func() bool {
 			pids = c.PIDs(t, id, node)
 			for _, p := range pids {
-				if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p)); strings.TrimSpace(string(comm)) == "sleep" {
+				if cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p)); strings.HasSuffix(string(cmd), "sleep\x00121\x00") && !strings.HasPrefix(string(cmd), "srun") {
 					return true
 				}
 			}

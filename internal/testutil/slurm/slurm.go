@@ -16,7 +16,8 @@
 // (Debian's naming). Node names are unique to the test process, so the
 // cgroup roots are the test's own; cleanup cancels the jobs, kills what is
 // left in those cgroups, stops the daemons (process groups) and removes
-// the cgroup directories.
+// the cgroup directories. A test process that dies without its cleanups
+// leaves them to the next Start, which sweeps clusters whose owner is gone.
 //
 // Start skips the test unless it runs as root on a cgroup v1 (or hybrid)
 // host: Slurm 22.05's cgroup/v2 asks systemd for a scope, and these test
@@ -52,10 +53,21 @@ var controllers = []string{"freezer", "memory", "cpuset", "cpuacct", "devices"}
 
 const hint = "apt-get install -y slurm-wlm munge"
 
+// dirPrefix names the clusters' directories in os.TempDir(); ownerFile in
+// each says which test process made it.
+const (
+	dirPrefix = "vslurm"
+	ownerFile = "owner"
+)
+
 // Options shape the cluster.
 type Options struct {
 	Nodes     int // slurmd daemons (default 1)
 	MemoryMiB int // RealMemory of each node (default 2048)
+	// Contain sets PrologFlags=Contain: every job gets an extern step
+	// (step_extern, holding a sleep of Slurm's), as sites using
+	// pam_slurm_adopt run.
+	Contain bool
 }
 
 // Cluster is a running test cluster.
@@ -88,13 +100,15 @@ func Start(t testing.TB, o Options) *Cluster {
 	for _, name := range []string{"munged", "mungekey", "slurmctld", "slurmd", "slurmstepd", "sbatch", "squeue", "scancel", "scontrol", "sinfo", "srun"} {
 		c.bin[name] = lookPeer(t, name)
 	}
+	sweep(t)
 	// Short private directory: munged's socket path must fit sun_path.
-	dir, err := os.MkdirTemp("", "vslurm")
+	dir, err := os.MkdirTemp("", dirPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.Dir = dir
 	t.Cleanup(func() { os.RemoveAll(dir) })
+	writeFile(t, filepath.Join(dir, ownerFile), selfID())
 	// Daemons check that the directories leading to their key and socket
 	// are not writable by others; 0711 lets job users reach the socket.
 	if err := os.Chmod(dir, 0o711); err != nil {
@@ -110,9 +124,10 @@ func Start(t testing.TB, o Options) *Cluster {
 		t.Fatal(err)
 	}
 	host, _, _ = strings.Cut(host, ".")
-	// Unique node names: the cgroup roots slurm_<node> are then this
-	// test's only, and a crashed run's leftovers never collide.
-	prefix := fmt.Sprintf("vt%dn", os.Getpid()%100000)
+	// Node names from the directory's random suffix: the cgroup roots
+	// slurm_<node> are then this cluster's only, even with clusters in
+	// parallel or a crashed run's leftovers.
+	prefix := "v" + strings.TrimPrefix(filepath.Base(dir), dirPrefix) + "n"
 	for i := 1; i <= o.Nodes; i++ {
 		c.Nodes = append(c.Nodes, prefix+strconv.Itoa(i))
 	}
@@ -161,6 +176,9 @@ MailProg=/bin/true
 			n, host, ports[1+i], cpus, o.MemoryMiB)
 	}
 	fmt.Fprintf(&conf, "PartitionName=test Nodes=%s Default=YES MaxTime=INFINITE State=UP\n", strings.Join(c.Nodes, ","))
+	if o.Contain {
+		conf.WriteString("PrologFlags=Contain\n")
+	}
 	writeFile(t, c.Conf, conf.String())
 	writeFile(t, filepath.Join(dir, "cgroup.conf"), `CgroupPlugin=cgroup/v1
 CgroupMountpoint=`+CgroupRoot+`
@@ -180,7 +198,7 @@ ConstrainDevices=no
 	t.Cleanup(func() { c.removeCgroups(t) })
 	// And after the daemons' stop: a slurmstepd still starting or ending
 	// is no longer in a cgroup, but it carries the cluster's SLURM_CONF.
-	t.Cleanup(func() { c.reap(t) })
+	t.Cleanup(func() { c.reap(t, 5*time.Second) })
 
 	key := filepath.Join(dir, "munge.key")
 	if out, err := exec.Command(c.bin["mungekey"], "--create", "--keyfile="+key).CombinedOutput(); err != nil {
@@ -425,11 +443,11 @@ func (c *Cluster) cancelAll(t testing.TB) {
 	}
 }
 
-// reap waits (5 s) for the processes whose environment names this
+// reap waits (up to wait) for the processes whose environment names this
 // cluster's slurm.conf to exit, then kills them.
-func (c *Cluster) reap(t testing.TB) {
+func (c *Cluster) reap(t testing.TB, wait time.Duration) {
 	mark := []byte("SLURM_CONF=" + c.Conf + "\x00")
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(wait)
 	for {
 		var pids []int
 		ents, _ := os.ReadDir("/proc")
@@ -567,5 +585,50 @@ func writeFile(t testing.TB, path, s string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// selfID identifies this process across pid reuse: pid and start time.
+func selfID() string { return procID(os.Getpid()) }
+
+func procID(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 20 || f[0] == "Z" { // a zombie is dead
+		return ""
+	}
+	return strconv.Itoa(pid) + " " + f[19] // field 22, starttime
+}
+
+// sweep stops what a test process that died without its cleanups (a `go
+// test -timeout` panic, SIGKILL) left: for each cluster directory whose
+// owner is gone, its processes, job cgroups and files.
+func sweep(t testing.TB) {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPrefix+"*"))
+	for _, dir := range dirs {
+		owner, err := os.ReadFile(filepath.Join(dir, ownerFile))
+		if err != nil {
+			continue // not ours, or still being made
+		}
+		pid, _, _ := strings.Cut(string(owner), " ")
+		if n, err := strconv.Atoi(pid); err != nil || procID(n) == string(owner) {
+			continue
+		}
+		c := &Cluster{Dir: dir, Conf: filepath.Join(dir, "slurm.conf")}
+		conf, _ := os.ReadFile(c.Conf)
+		for _, line := range strings.Split(string(conf), "\n") {
+			if rest, ok := strings.CutPrefix(line, "NodeName="); ok {
+				name, _, _ := strings.Cut(rest, " ")
+				c.Nodes = append(c.Nodes, name)
+			}
+		}
+		t.Logf("removing the Slurm test cluster %s left by process %s", dir, pid)
+		c.reap(t, 0)
+		c.removeCgroups(t)
+		os.RemoveAll(dir)
 	}
 }
