@@ -35,6 +35,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -230,6 +231,10 @@ func (c *Cluster) Command(ctx context.Context, name string, args ...string) *exe
 	cmd.Dir = c.Dir
 	return cmd
 }
+
+// Env is the environment that points Slurm's clients at this cluster
+// (the test's own, SLURM_* variables removed, SLURM_CONF set).
+func (c *Cluster) Env() []string { return slices.Clone(c.env) }
 
 // Run runs a client command with a 20 s bound and returns its standard
 // output; a failure fails the test.
