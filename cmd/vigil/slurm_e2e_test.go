@@ -197,16 +197,33 @@ func TestE2ESlurmJobs(t *testing.T) {
 		t.Logf("note: %.3f CPU s/s, not 1 ± 10 %% (a shared host; /proc agrees)", rate)
 	}
 
-	// End: running 0 on the first tick after, then nothing for the job.
+	// End: running 0 on the first tick after the job's cgroup goes (the
+	// plugin lists jobs from the memory controller here), then nothing.
+	cgroup := filepath.Join(slurm.CgroupRoot, "memory", "slurm_"+node, "uid_0", "job_"+id)
+	if _, err := os.Stat(cgroup); err != nil {
+		t.Fatalf("the job's cgroup: %v", err)
+	}
+	cancelled := time.Now()
 	c.Run(t, "scancel", id)
-	var ended bool
+	var gone, zero time.Time
 	waitFor(t, 15*time.Second, "vigil_job_running 0, then no series of the job", func() bool {
-		m := metrics()
-		if v, ok := series(m, "vigil_job_running", id); ok && v == 0 {
-			ended = true
+		if _, err := os.Stat(cgroup); gone.IsZero() && os.IsNotExist(err) {
+			gone = time.Now()
 		}
-		return ended && !strings.Contains(m, `jobid="`+id+`"`)
+		m := metrics()
+		if v, ok := series(m, "vigil_job_running", id); ok && v == 0 && zero.IsZero() {
+			zero = time.Now()
+		}
+		return !zero.IsZero() && !strings.Contains(m, `jobid="`+id+`"`)
 	})
+	if gone.IsZero() {
+		gone = zero // removed between two polls, after the last one
+	}
+	t.Logf("scancel: cgroup gone after %v, vigil_job_running 0 %v later",
+		gone.Sub(cancelled).Round(time.Millisecond), zero.Sub(gone).Round(time.Millisecond))
+	if zero.Sub(gone) > 2*time.Second {
+		t.Errorf("vigil_job_running 0 came %v after the job's cgroup went, want ≤ 2 s (1 s ticks)", zero.Sub(gone))
+	}
 }
 
 // series returns the value of name{…jobid="id"} in Prometheus text (of
