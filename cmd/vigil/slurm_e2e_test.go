@@ -179,21 +179,28 @@ func TestE2ESlurmJobs(t *testing.T) {
 		}
 		return u + s, truth, at
 	}
+	// The job shares its core with whatever else runs on the host (all
+	// of `go test ./...` on a small machine), so the window is at least
+	// 2 s and stretched, up to 10 s, until the job has burnt 1 CPU second
+	// by /proc: enough for 10 % at USER_HZ resolution. The plugin is
+	// checked against /proc; against 1 CPU s/s only in the log.
 	v1, p1, w1 := cpu()
 	time.Sleep(2 * time.Second) // the window being measured
 	v2, p2, w2 := cpu()
+	for p2-p1 < 1 && time.Since(w1) < 10*time.Second {
+		time.Sleep(500 * time.Millisecond)
+		v2, p2, w2 = cpu()
+	}
 	wall := w2.Sub(w1).Seconds()
 	rate, truthRate := (v2-v1)/wall, (p2-p1)/wall
 	t.Logf("CPU: vigil %.3f s/s, /proc %.3f s/s over %.2f s", rate, truthRate, wall)
+	if p2-p1 < 0.25 {
+		t.Fatalf("the job burnt only %.2f CPU s in %.1f s by /proc: too little to check", p2-p1, wall)
+	}
 	if math.Abs(rate-truthRate) > 0.1*truthRate {
 		t.Errorf("CPU seconds grew %.3f/s by vigil, %.3f/s by /proc: more than 10 %% apart", rate, truthRate)
 	}
-	// The job shares its core with whatever else runs on the host; the
-	// plugin is checked against /proc, and the test's job against 1 only
-	// loosely, so a busy host does not fail it.
-	if truthRate < 0.25 {
-		t.Errorf("the job burnt only %.2f CPU s/s by /proc: the host is too busy to check the rate", truthRate)
-	} else if math.Abs(rate-1) > 0.1 {
+	if math.Abs(rate-1) > 0.1 {
 		t.Logf("note: %.3f CPU s/s, not 1 ± 10 %% (a shared host; /proc agrees)", rate)
 	}
 

@@ -9,6 +9,9 @@ import (
 // TestCluster brings up two nodes, runs a job step on each, and checks
 // that a batch job's cgroup is where Debian's Slurm puts it.
 func TestCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts daemons")
+	}
 	c := Start(t, Options{Nodes: 2})
 	for _, n := range c.Nodes {
 		out := c.Run(t, "srun", "-w", n, "-N1", "-n1", "sh", "-c", "echo $SLURMD_NODENAME")
