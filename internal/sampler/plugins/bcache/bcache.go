@@ -17,6 +17,7 @@ import (
 	"github.com/vigil-hpc/vigil/internal/kernfs"
 	"github.com/vigil-hpc/vigil/internal/metric"
 	"github.com/vigil-hpc/vigil/internal/sampler"
+	"github.com/vigil-hpc/vigil/internal/sampler/plugins/sysattr"
 )
 
 //go:embed sample.toml
@@ -105,16 +106,12 @@ type cachePrio struct {
 
 // Bcache is the bcache plugin.
 type Bcache struct {
-	cfg    Config
-	dir    *kernfs.Dir
-	sets   []*set
-	tick   uint64
-	scan   uint64
-	absent bool
+	cfg   Config
+	dir   *kernfs.Dir
+	sets  []*set
+	scan  uint64 // listings made
+	every sysattr.Rescan
 }
-
-// rescanEvery ticks the cache sets are listed again.
-const rescanEvery = 64
 
 // MaxSets bounds the cache sets followed (each with its devices).
 const MaxSets = 64
@@ -227,17 +224,10 @@ func (s *set) close() {
 // Sample reads every set. A missing file reads as 0, as upstream; a
 // malformed one fails its set's tick, naming the file.
 func (b *Bcache) Sample(_ context.Context, _ time.Time, batch *metric.Batch) error {
-	b.tick++
-	if b.tick%rescanEvery == 1 {
-		err := b.rescan()
-		if b.absent = errors.Is(err, fs.ErrNotExist); b.absent {
-			return sampler.ErrNotAvailable
-		}
-		if err != nil {
-			return err
-		}
-	} else if b.absent {
+	if err := b.every.Tick(b.rescan); errors.Is(err, fs.ErrNotExist) {
 		return sampler.ErrNotAvailable
+	} else if err != nil {
+		return err
 	}
 	var first error
 	for _, s := range b.sets {

@@ -18,6 +18,7 @@ import (
 	"github.com/vigil-hpc/vigil/internal/metric"
 	"github.com/vigil-hpc/vigil/internal/sampler"
 	"github.com/vigil-hpc/vigil/internal/sampler/plugins/infodesc"
+	"github.com/vigil-hpc/vigil/internal/sampler/plugins/sysattr"
 )
 
 //go:embed sample.toml
@@ -42,9 +43,6 @@ const (
 	MaxValues      = 4096 // files read per file system
 )
 
-// rescanEvery ticks file systems, devices and layouts are listed again.
-const rescanEvery = 64
-
 // value is a sysfs number read as procfs does: missing or unparsable is 0.
 // Without a file, scale is the constant reported (0 for a file missing at
 // start, the ratio for allocation_ratio).
@@ -67,11 +65,10 @@ type filesystem struct {
 
 // Btrfs is the btrfs plugin.
 type Btrfs struct {
-	dir    *kernfs.Dir
-	fss    []*filesystem
-	tick   uint64
-	scan   uint64
-	absent bool
+	dir   *kernfs.Dir
+	fss   []*filesystem
+	scan  uint64 // listings made
+	every sysattr.Rescan
 }
 
 // Init resolves /sys/fs/btrfs under the root.
@@ -271,17 +268,10 @@ func (f *filesystem) close() {
 // Sample reads every file system's numbers; without Btrfs it is "not
 // available".
 func (b *Btrfs) Sample(_ context.Context, _ time.Time, batch *metric.Batch) error {
-	b.tick++
-	if b.tick%rescanEvery == 1 {
-		err := b.rescan()
-		if b.absent = errors.Is(err, fs.ErrNotExist); b.absent {
-			return sampler.ErrNotAvailable
-		}
-		if err != nil {
-			return err
-		}
-	} else if b.absent {
+	if err := b.every.Tick(b.rescan); errors.Is(err, fs.ErrNotExist) {
 		return sampler.ErrNotAvailable
+	} else if err != nil {
+		return err
 	}
 	var first error
 	for _, f := range b.fss {

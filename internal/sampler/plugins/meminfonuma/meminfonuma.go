@@ -16,6 +16,7 @@ import (
 	"github.com/vigil-hpc/vigil/internal/metric"
 	"github.com/vigil-hpc/vigil/internal/sampler"
 	"github.com/vigil-hpc/vigil/internal/sampler/plugins/memory"
+	"github.com/vigil-hpc/vigil/internal/sampler/plugins/sysattr"
 )
 
 //go:embed sample.toml
@@ -38,10 +39,6 @@ const (
 	MaxSeries = 1 << 16
 )
 
-// rescanEvery ticks the node directory is listed again (memory hotplug
-// adds nodes rarely).
-const rescanEvery = 64
-
 // ErrFormat is wrapped by every parse error.
 var ErrFormat = errors.New("unexpected format")
 
@@ -59,12 +56,11 @@ type node struct {
 
 // Plugin is the meminfo_numa plugin.
 type Plugin struct {
-	dir    *kernfs.Dir
-	nodes  []*node
-	byKey  map[string]*series // node label + "\x00" + metric name
-	tick   uint64
-	scan   uint64
-	absent bool
+	dir   *kernfs.Dir
+	nodes []*node
+	byKey map[string]*series // node label + "\x00" + metric name
+	scan  uint64             // listings made
+	every sysattr.Rescan
 }
 
 // Init resolves /sys/devices/system/node under the root.
@@ -123,17 +119,10 @@ func (p *Plugin) rescan() error {
 // Sample reads every node's two files; a node whose files fail is an error
 // but the others are still reported.
 func (p *Plugin) Sample(_ context.Context, _ time.Time, b *metric.Batch) error {
-	p.tick++
-	if p.tick%rescanEvery == 1 || rescanEvery == 1 {
-		err := p.rescan()
-		if p.absent = errors.Is(err, fs.ErrNotExist); p.absent {
-			return sampler.ErrNotAvailable
-		}
-		if err != nil {
-			return err
-		}
-	} else if p.absent {
+	if err := p.every.Tick(p.rescan); errors.Is(err, fs.ErrNotExist) {
 		return sampler.ErrNotAvailable
+	} else if err != nil {
+		return err
 	}
 	var first error
 	for _, n := range p.nodes {
@@ -190,10 +179,10 @@ func (p *Plugin) sampleNode(n *node, b *metric.Batch) error {
 			}
 			n.memLines.Put(line, name, s)
 		}
-		if s.seen == p.tick {
+		if s.seen == p.every.Ticks() {
 			continue // listed twice: the first stands
 		}
-		s.seen = p.tick
+		s.seen = p.every.Ticks()
 		b.Add(s.desc, val)
 	}
 	data, err = n.numastat.Read()
@@ -227,10 +216,10 @@ func (p *Plugin) sampleNode(n *node, b *metric.Batch) error {
 			}
 			n.statLine.Put(line, f[0], s)
 		}
-		if s.seen == p.tick {
+		if s.seen == p.every.Ticks() {
 			continue
 		}
-		s.seen = p.tick
+		s.seen = p.every.Ticks()
 		b.Add(s.desc, float64(v))
 	}
 	return first

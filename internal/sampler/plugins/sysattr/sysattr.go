@@ -152,3 +152,36 @@ func clip(b []byte) []byte {
 	}
 	return b
 }
+
+// RescanEvery is how many ticks apart a plugin that follows a module's
+// directory (bcache, btrfs, zfs, NUMA nodes) lists it again: devices come
+// and go rarely, and a listing costs more than a tick's reads.
+const RescanEvery = 64
+
+// Rescan runs a plugin's listing on its first tick and every RescanEvery
+// ticks after, and remembers whether the directory was missing (module not
+// loaded), so the ticks between cost nothing.
+type Rescan struct {
+	tick   uint64
+	absent bool
+}
+
+// Tick counts a tick and lists again when due. It returns an error
+// matching os.ErrNotExist while the directory is missing (the plugin
+// reports "not available"), list's other errors, or nil.
+func (r *Rescan) Tick(list func() error) error {
+	r.tick++
+	if r.tick%RescanEvery != 1 {
+		if r.absent {
+			return os.ErrNotExist
+		}
+		return nil
+	}
+	err := list()
+	r.absent = errors.Is(err, os.ErrNotExist)
+	return err
+}
+
+// Ticks is the number of ticks counted, for plugins that mark what a
+// listing saw.
+func (r *Rescan) Ticks() uint64 { return r.tick }

@@ -1,6 +1,9 @@
 package sysattr
 
 import (
+	"errors"
+	"fmt"
+	"os"
 	"strconv"
 	"testing"
 )
@@ -36,4 +39,33 @@ func FuzzParseInt(f *testing.F) {
 			t.Fatalf("ParseInt(%q) = %d; strconv: %d, %v", s, got, want, err)
 		}
 	})
+}
+
+// Rescan lists on the first tick and every RescanEvery after, and while
+// the directory is missing answers "not exist" without listing.
+func TestRescan(t *testing.T) {
+	var r Rescan
+	lists, missing := 0, true
+	list := func() error {
+		lists++
+		if missing {
+			return fmt.Errorf("open /sys/fs/x: %w", os.ErrNotExist)
+		}
+		return nil
+	}
+	for range RescanEvery {
+		if err := r.Tick(list); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("tick %d: err %v, want not exist", r.Ticks(), err)
+		}
+	}
+	if lists != 1 {
+		t.Fatalf("%d listings in the first %d ticks, want 1", lists, RescanEvery)
+	}
+	missing = false // the module is loaded
+	if err := r.Tick(list); err != nil || lists != 2 {
+		t.Fatalf("tick %d: err %v, %d listings; want a listing and no error", r.Ticks(), err, lists)
+	}
+	if err := r.Tick(list); err != nil || lists != 2 {
+		t.Fatalf("the tick after a listing: err %v, %d listings", err, lists)
+	}
 }

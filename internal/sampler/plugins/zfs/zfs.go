@@ -18,6 +18,7 @@ import (
 	"github.com/vigil-hpc/vigil/internal/kernfs"
 	"github.com/vigil-hpc/vigil/internal/metric"
 	"github.com/vigil-hpc/vigil/internal/sampler"
+	"github.com/vigil-hpc/vigil/internal/sampler/plugins/sysattr"
 )
 
 //go:embed sample.toml
@@ -51,10 +52,6 @@ const (
 	MaxSeries   = 1 << 16
 )
 
-// rescanEvery ticks the pools and datasets are listed again, and missing
-// module files looked for.
-const rescanEvery = 64
-
 // kstat is one "name type data" file whose series are cached per line.
 type kstat struct {
 	file  *kernfs.File
@@ -81,15 +78,14 @@ type objset struct {
 
 // ZFS is the zfs plugin.
 type ZFS struct {
-	base   string
-	dir    *kernfs.Dir
-	subs   [len(Subsystems)]*kstat
-	pools  []*pool
-	descs  map[string]*metric.Desc // by name + labels, bounded by MaxSeries
-	nsets  int
-	tick   uint64
-	scan   uint64
-	absent bool
+	base  string
+	dir   *kernfs.Dir
+	subs  [len(Subsystems)]*kstat
+	pools []*pool
+	descs map[string]*metric.Desc // by name + labels, bounded by MaxSeries
+	nsets int
+	scan  uint64 // listings made
+	every sysattr.Rescan
 }
 
 // Init resolves /proc/spl/kstat/zfs under the root.
@@ -229,17 +225,10 @@ func (z *ZFS) dropPool(p *pool) {
 // Sample reads the module kstats and every pool's files. Without the
 // module it is "not available" and looks again every 64 ticks.
 func (z *ZFS) Sample(_ context.Context, _ time.Time, b *metric.Batch) error {
-	z.tick++
-	if z.tick%rescanEvery == 1 {
-		err := z.rescan()
-		if z.absent = errors.Is(err, fs.ErrNotExist); z.absent {
-			return sampler.ErrNotAvailable
-		}
-		if err != nil {
-			return err
-		}
-	} else if z.absent {
+	if err := z.every.Tick(z.rescan); errors.Is(err, fs.ErrNotExist) {
 		return sampler.ErrNotAvailable
+	} else if err != nil {
+		return err
 	}
 	var first error
 	note := func(err error) {
