@@ -270,6 +270,13 @@ try {
   await page.waitForSelector(".no-such-job");
   check(/No such job: "99999"/.test(await page.textContent(".no-such-job")), "an unknown job id says so");
 
+  // A running job: no straggler flagged, reloaded while it runs.
+  await page.goto(base + "/#/job/1001?refresh=5s");
+  await page.waitForFunction(() => window.__vigil?.job?.loads >= 2, null, { timeout: 15000 });
+  const rc = await page.evaluate(() => window.__vigil.job.charts());
+  check(rc.length === 4 && rc.every((c) => c.nodes.length === 4 && c.shown.length === 0) && (await page.$$(".stragglers")).length === 0,
+    "running job: 4 node lines per chart, none flagged, reloaded after 5 s");
+
   // 12. Highlight this job on the heatmap: its 8 nodes outlined.
   await page.goto(base + "/#/job/1002");
   await page.waitForFunction(() => window.__vigil?.job?.loaded);

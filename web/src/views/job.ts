@@ -1,16 +1,19 @@
-import { isAbort, jobReport, type Job, type JobReport, type JobSummary } from "../api";
+import { ApiError, isAbort, jobReport, type Job, type JobReport, type JobSummary } from "../api";
 import { makeBandChart, type BandChart } from "../bandchart";
 import { h, type ViewContext } from "../dom";
 import { formatValue } from "../format";
+import { refreshMs, refreshPicker } from "./timepicker";
 import { bandColumns, formatEfficiency, hasSeries, jobTimes, jobsParams, reportMetrics, runTime, stragglers } from "../jobs";
+
+const defaultRefresh = "30s";
 
 // jobView: one job's report: header, a chart per metric (median, p10–p90
 // band, node lines on hover, stragglers in red), notes, and the per-node
 // table. A job whose raw samples expired shows its stored summary only.
-export function jobView(root: HTMLElement, { route, expose, signal }: ViewContext): () => void {
+export function jobView(root: HTMLElement, { route, navigate, expose, signal }: ViewContext): () => void {
   const id = route.job!;
   const charts: BandChart[] = [];
-  const state = { loaded: false, expired: false, error: "", stragglers: [] as string[], notes: [] as string[],
+  const state = { loads: 0, loaded: false, expired: false, error: "", stragglers: [] as string[], notes: [] as string[],
     // Per chart: its node lines, those drawn now (stragglers always, the
     // rest on hover) and its points.
     charts: () => charts.map((c) => ({
@@ -24,20 +27,37 @@ export function jobView(root: HTMLElement, { route, expose, signal }: ViewContex
     h("p.muted", null, "loading…"));
   root.append(el);
 
-  jobReport(id, { signal }).then((rep) => {
+  // A job still running or pending is reloaded every ?refresh= period
+  // (default 30s); one that ended does not change.
+  const every = refreshMs(route.params, defaultRefresh);
+  const picker = refreshPicker(route.params, defaultRefresh, (v) => {
+    const p = new URLSearchParams(route.params);
+    p.set("refresh", v);
+    navigate({ view: "job", job: id, params: p });
+  });
+  let timer = 0;
+  const load = () => jobReport(id, { signal }).then((rep) => {
     state.loaded = true;
-    render(el, rep, charts, state);
+    state.loads++;
+    charts.splice(0).forEach((c) => c.destroy());
+    const live = rep.job?.state === "running" || rep.job?.state === "pending";
+    render(el, rep, charts, state, live ? picker : null);
+    if (live && every > 0 && !signal.aborted) timer = window.setTimeout(load, every);
   }).catch((e: Error) => {
     if (isAbort(e)) return;
     state.error = e.message;
-    const notFound = "status" in e && (e as { status: number }).status === 404;
+    const notFound = e instanceof ApiError && e.status === 404;
     el.replaceChildren(h("div.toolbar", null, h("a", { href: "#/jobs" }, "← jobs"), h("h2", null, "Job " + id)),
       h("p.error.no-such-job", null, notFound ? `No such job: "${id}" is not in the job index.` : e.message));
   });
-  return () => charts.forEach((c) => c.destroy());
+  load();
+  return () => {
+    clearTimeout(timer);
+    charts.forEach((c) => c.destroy());
+  };
 }
 
-function render(el: HTMLElement, rep: JobReport, charts: BandChart[], state: { expired: boolean; stragglers: string[]; notes: string[] }): void {
+function render(el: HTMLElement, rep: JobReport, charts: BandChart[], state: { expired: boolean; stragglers: string[]; notes: string[] }, picker: HTMLElement | null): void {
   const j: Job = rep.job ?? { id: "?", state: "ended" };
   const sum: JobSummary | null = rep.summary ?? j.summary ?? null;
   const flagged = stragglers(sum);
@@ -69,7 +89,7 @@ function render(el: HTMLElement, rep: JobReport, charts: BandChart[], state: { e
   el.replaceChildren(...[
     h("div.toolbar", null, h("a", { href: "#/jobs" }, "← jobs"), h("h2", null, "Job " + j.id),
       h("a.highlight", { href: "#/heatmap?" + new URLSearchParams({ job: j.id }) }, "highlight on heatmap"),
-      j.user ? h("a", { href: "#/jobs?" + jobsParams({ user: j.user, state: "", partition: "", since: "", sort: "" }) }, "jobs of " + j.user) : null),
+      j.user ? h("a", { href: "#/jobs?" + jobsParams({ user: j.user, state: "", partition: "", since: "", sort: "" }) }, "jobs of " + j.user) : null, picker),
     header, figures, straggleBox, noteList,
     expired ? h("p.muted.expired", null, j.state === "pending" ? "This job has not started: no data yet." :
       "The raw samples of this job have expired (or none were stored): the figures above come from its stored summary.") : grid,

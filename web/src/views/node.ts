@@ -1,6 +1,6 @@
 import type uPlot from "uplot";
 import { makeChart, type ChartWithLabels } from "../chart";
-import { instantQuery, isAbort, listJobs, rangeQuery, series, type Job, type Labels, type MatrixSeries } from "../api";
+import { ApiError, instantQuery, isAbort, listJobs, rangeQuery, series, type Job, type Labels, type MatrixSeries } from "../api";
 import { h, promString, type ViewContext } from "../dom";
 import { formatLabels, formatValue, type Unit } from "../format";
 import { stepFor, timeRange, type TimeRange } from "../route";
@@ -153,7 +153,7 @@ export function nodeView(root: HTMLElement, { route, navigate, expose, signal }:
       // The index's node filter (api/v1/jobs?node=): a server without
       // a job index answers 404, said as "no job index".
       listJobs(new URLSearchParams({ node, since: "24h", limit: "50" }), { signal }).then((l) => jobs.replaceChildren(jobTable(l, node))).catch((e: Error) => {
-        if (!isAbort(e)) jobs.replaceChildren(h("span.muted", null, "status" in e && (e as { status: number }).status === 404 ? "no job index on this server" : e.message));
+        if (!isAbort(e)) jobs.replaceChildren(h("span.muted", null, e instanceof ApiError && e.status === 404 ? "no job index on this server" : e.message));
       }),
       loadProcesses(sel, r.end, signal).then((t) => procs.replaceChildren(t)).catch((e: Error) => {
         if (!isAbort(e)) procs.replaceChildren(h("span.error", null, e.message));
