@@ -258,6 +258,11 @@ try {
   await page.mouse.move(cbox.x + cbox.width / 2, cbox.y + cbox.height / 2);
   await page.waitForFunction(() => window.__vigil.job.charts()[1].shown.length === 8);
   check(true, "hovering a chart draws every node's line");
+  const sp = await page.evaluate(() => window.__vigil.job.pointAt(0, "cn00013"));
+  await page.mouse.move(sp.x, sp.y);
+  await page.waitForFunction(() => document.querySelector(".chart[data-metric=cpu] .node-readout").textContent !== "", null, { timeout: 5000 });
+  const ro = await page.textContent(".chart[data-metric=cpu] .node-readout");
+  check(ro === "cn00013 (straggler)", `pointing at a line names its node: "${ro}"`);
   await shot("job.png", true);
 
   // A job whose raw samples expired: the summary, and a word saying so.

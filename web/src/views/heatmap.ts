@@ -108,6 +108,7 @@ export function heatmapView(root: HTMLElement, { route, navigate, expose, signal
   );
   const tip = h("div.tooltip", { hidden: true });
   const jobBar = h("div.job-highlight", { hidden: !jobId });
+  let countJob = () => {};
   const wrap = h("div.hm-wrap");
   const el = h("section.view.heatmap-view", null,
     h("div.toolbar", null, h("label", null, "Colour by ", select), input, h("button", { onclick: apply }, "Apply"),
@@ -170,6 +171,7 @@ export function heatmapView(root: HTMLElement, { route, navigate, expose, signal
     nodes(n) {
       nodes = n;
       hm.setNodes(n);
+      countJob();
     },
     frame(f, wire) {
       err.hidden = true;
@@ -202,9 +204,13 @@ export function heatmapView(root: HTMLElement, { route, navigate, expose, signal
     jobBar.textContent = `job ${jobId}: loading…`;
     getJob(jobId, { signal }).then((j) => {
       const nodes = j.nodes ?? [];
-      const on = hm.setHighlight(nodes);
+      hm.setHighlight(nodes);
+      const count = h("span");
+      // The node list may come before or after the job, and change.
+      countJob = () => (count.textContent = `${hm.highlighted().length} of its ${nodes.length} node${nodes.length === 1 ? "" : "s"} on this map`);
+      countJob();
       jobBar.replaceChildren("Outlined: ", h("a", { href: "#/job/" + encodeURIComponent(j.id) }, "job " + j.id),
-        ` (${j.user ?? "?"}, ${j.state}): ${on} of its ${nodes.length} node${nodes.length === 1 ? "" : "s"} on this map `,
+        ` (${j.user ?? "?"}, ${j.state}): `, count, " ",
         h("a", { href: "#/heatmap?" + new URLSearchParams([...route.params].filter(([k]) => k !== "job")) }, "✕ clear"));
     }).catch((e: Error) => {
       if (!isAbort(e)) jobBar.replaceChildren(h("span.error", null, `job ${jobId}: ${e.message}`));

@@ -20,7 +20,20 @@ export function jobView(root: HTMLElement, { route, navigate, expose, signal }: 
       nodes: c.series.slice(4).map((s) => String(s.label)),
       shown: c.series.slice(4).filter((s) => s.show).map((s) => String(s.label)),
       points: c.data.slice(1).reduce((n, ys) => n + (ys as (number | null)[]).filter((y) => y != null).length, 0),
-    })) };
+    })),
+    // pointAt: the viewport position of a node's point in the middle of
+    // chart k (tests hover it).
+    pointAt: (k: number, node: string) => {
+      const u = charts[k];
+      const si = u ? u.series.findIndex((s) => s.label === node) : -1;
+      if (si < 0) return null;
+      const ys = u.data[si] as (number | null)[];
+      let i = Math.floor(ys.length / 2);
+      while (i < ys.length && ys[i] == null) i++;
+      if (i >= ys.length) return null;
+      const r = u.over.getBoundingClientRect();
+      return { x: r.left + u.valToPos(u.data[0][i], "x"), y: r.top + u.valToPos(ys[i]!, "y") };
+    } };
   expose({ job: state });
   const el = h("section.view.job-view", null,
     h("div.toolbar", null, h("a", { href: "#/jobs" }, "← jobs"), h("h2", null, "Job " + id)),
