@@ -55,6 +55,9 @@ func clusterServer(t *testing.T, c *fakeCluster) *httptest.Server {
 func clusterMux(c *fakeCluster) (*http.ServeMux, *Handler) {
 	mux := http.NewServeMux()
 	mux.Handle("/api/v1/", c)
+	jobs := newFakeJobs(time.Now())
+	mux.Handle("/api/v1/jobs", jobs)
+	mux.Handle("/api/v1/jobs/", jobs)
 	// What vigil server answers when it runs without log intake.
 	mux.HandleFunc("/api/v1/logs/", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

@@ -225,6 +225,84 @@ export function labelValues(name: string, matchers: string[] = [], o: CallOption
   return prom(`label ${name} values`, `label/${encodeURIComponent(name)}/values`, matchParams(matchers), o, false);
 }
 
+// --- job index (internal/jobs, the server's api/v1/jobs)
+
+export type JobState = "pending" | "running" | "completed" | "failed" | "cancelled" | "timeout" | "oom" | "node_fail" | "ended";
+
+export interface NodeSummary {
+  node: string;
+  cpu_efficiency: number;
+  mem_used_peak?: number; // snake_case of MemUsedPeak; mem_used_peak_bytes also read
+  mem_used_peak_bytes?: number;
+  read_bytes: number;
+  write_bytes: number;
+}
+
+// JobSummary is written at the job's end, so a report outlives raw data.
+export interface JobSummary {
+  cpu_efficiency: number; // 0..1
+  mem_used_peak_bytes: number;
+  mem_efficiency: number; // 0..1, 0 if the memory asked is unknown
+  read_bytes: number;
+  write_bytes: number;
+  nodes: NodeSummary[] | null;
+  stragglers?: string[] | null;
+  notes?: string[] | null;
+}
+
+// Job is one entry of the index; times are RFC 3339, absent when unknown.
+export interface Job {
+  id: string;
+  user?: string;
+  account?: string;
+  partition?: string;
+  name?: string;
+  nodes?: string[] | null;
+  cpus?: number;
+  mem_bytes?: number;
+  gpus?: number;
+  time_limit?: number; // seconds
+  submit?: string;
+  start?: string;
+  end?: string;
+  state: JobState | string;
+  exit_code?: number;
+  summary?: JobSummary | null;
+}
+
+// ReportSeries is one metric over the job's life: [unix s, value] points
+// of the median, p10 and p90 across its nodes, and each node's own.
+export type Points = [number, number | string | null][];
+export interface ReportSeries {
+  median?: Points | null;
+  p10?: Points | null;
+  p90?: Points | null;
+  nodes?: Record<string, Points> | null;
+}
+
+// JobReport: series is empty once the raw samples have expired.
+export interface JobReport {
+  job: Job;
+  summary: JobSummary | null;
+  series: Record<string, ReportSeries> | null;
+}
+
+// listJobs asks the index (newest first); params: user, state, partition,
+// node, since, limit.
+export async function listJobs(params: URLSearchParams, o: CallOptions = {}): Promise<Job[]> {
+  const d = await prom<Job[] | null>("jobs", "jobs", params, o, false);
+  if (d !== null && !Array.isArray(d)) throw new ApiError("jobs", 200, "bad_answer", "data is not a list of jobs");
+  return d ?? [];
+}
+
+export function getJob(id: string, o: CallOptions = {}): Promise<Job> {
+  return prom(`job ${id}`, "jobs/" + encodeURIComponent(id), new URLSearchParams(), o, false);
+}
+
+export function jobReport(id: string, o: CallOptions = {}): Promise<JobReport> {
+  return prom(`job ${id} report`, "jobs/" + encodeURIComponent(id) + "/report", new URLSearchParams(), o, false);
+}
+
 // --- log service (internal/logs/logsvc)
 
 export interface LogRecord {

@@ -30,6 +30,8 @@ export class Heatmap {
   private codes = new Uint8Array(0);
   private layout: Layout | null = null;
   private hover = -1;
+  private highlight = new Set<string>();
+  private marked: number[] = []; // indices of highlighted nodes
   private dpr = 1;
   private ro: ResizeObserver;
 
@@ -73,7 +75,27 @@ export class Heatmap {
     this.stats.nodes = nodes.length;
     this.stats.valued = 0;
     this.hover = -1;
+    this.markHighlight();
     this.relayout();
+  }
+
+  // setHighlight outlines the cells of these nodes (a job's), whatever the
+  // frames say; it returns how many of them are on the map.
+  setHighlight(names: Iterable<string>): number {
+    this.highlight = new Set(names);
+    this.markHighlight();
+    this.drawOverlay();
+    return this.marked.length;
+  }
+
+  highlighted(): string[] {
+    return this.marked.map((i) => this.nodes[i].name);
+  }
+
+  private markHighlight(): void {
+    this.marked = [];
+    if (this.highlight.size === 0) return;
+    this.nodes.forEach((n, i) => this.highlight.has(n.name) && this.marked.push(i));
   }
 
   nodeName(i: number): string {
@@ -151,6 +173,12 @@ export class Heatmap {
       o.fillStyle = "#8b949e";
       o.font = `${Math.round(10 * dpr)}px system-ui, sans-serif`;
       for (const r of l.racks) o.fillText(r.label, r.x, r.y - l.labelH + dpr, l.rackW);
+    }
+    if (this.marked.length) {
+      o.strokeStyle = "#ff7b72";
+      o.lineWidth = Math.max(2, Math.round(dpr * 2.5));
+      const w = o.lineWidth;
+      for (const i of this.marked) o.strokeRect(l.cellX[i] - w / 2, l.cellY[i] - w / 2, l.cell + w, l.cell + w);
     }
     if (this.hover >= 0) {
       const x = l.cellX[this.hover], y = l.cellY[this.hover];

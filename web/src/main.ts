@@ -7,6 +7,8 @@ import { nodeView } from "./views/node";
 import { exploreView } from "./views/explore";
 import { treeView } from "./views/tree";
 import { logsView } from "./views/logs";
+import { jobsView } from "./views/jobs";
+import { jobView } from "./views/job";
 
 // State exposed for the browser tests and the perf script.
 const exposed: Record<string, unknown> = {};
@@ -18,6 +20,7 @@ const links = {
   explore: h("a", { href: "#/explore" }, "Explore"),
   tree: h("a", { href: "#/tree" }, "Tree"),
   logs: h("a", { href: "#/logs" }, "Logs"),
+  jobs: h("a", { href: "#/jobs" }, "Jobs"),
 };
 const goto = h("input.goto", { type: "search", placeholder: "go to node…", "aria-label": "go to node" });
 goto.addEventListener("keydown", (e) => {
@@ -27,7 +30,7 @@ goto.addEventListener("keydown", (e) => {
   }
 });
 document.body.append(
-  h("header", null, h("span.brand", null, "Vigil"), h("nav", null, links.heatmap, links.explore, links.tree, links.logs), goto),
+  h("header", null, h("span.brand", null, "Vigil"), h("nav", null, links.heatmap, links.explore, links.tree, links.logs, links.jobs), goto),
   main,
 );
 
@@ -40,6 +43,8 @@ const views: Record<ViewName, { mount: View; title(r: Route): string }> = {
   explore: { mount: exploreView, title: () => "Explore" },
   tree: { mount: treeView, title: () => "Tree" },
   logs: { mount: logsView, title: () => "Logs" },
+  jobs: { mount: jobsView, title: () => "Jobs" },
+  job: { mount: jobView, title: (r) => "Job " + (r.job ?? "") },
 };
 
 let unmount: (() => void) | null = null;
@@ -58,7 +63,7 @@ function render(): void {
   main.replaceChildren();
   for (const k of Object.keys(exposed)) delete exposed[k];
   exposed.view = r.view;
-  for (const [k, a] of Object.entries(links)) a.classList.toggle("active", k === r.view || (k === "heatmap" && r.view === "node"));
+  for (const [k, a] of Object.entries(links)) a.classList.toggle("active", k === r.view || (k === "heatmap" && r.view === "node") || (k === "jobs" && r.view === "job"));
   const v = views[r.view];
   document.title = `${v.title(r)} · Vigil`;
   const ctl = new AbortController();

@@ -1,16 +1,18 @@
 // Shareable state lives in the URL hash: #/VIEW[/NODE]?key=value&...
 // e.g. #/heatmap?m=cpu, #/node/cn00001?from=now-1h&to=now, #/explore?q=up,
-// #/logs?q=app:sshd&from=now-1h&to=now&live=1
+// #/logs?q=app:sshd&from=now-1h&to=now&live=1, #/jobs?user=ann&sort=cpu,
+// #/job/1234_7
 
-export type ViewName = "heatmap" | "node" | "explore" | "tree" | "logs";
+export type ViewName = "heatmap" | "node" | "explore" | "tree" | "logs" | "jobs" | "job";
 
 export interface Route {
   view: ViewName;
   node?: string;
+  job?: string;
   params: URLSearchParams;
 }
 
-const views: ViewName[] = ["heatmap", "node", "explore", "tree", "logs"];
+const views: ViewName[] = ["heatmap", "node", "explore", "tree", "logs", "jobs", "job"];
 
 export function parseHash(hash: string): Route {
   const h = hash.replace(/^#\/?/, "");
@@ -23,12 +25,17 @@ export function parseHash(hash: string): Route {
     if (!parts[1]) return { view: "heatmap", params };
     return { view, node: parts[1], params };
   }
+  if (view === "job") {
+    if (!parts[1]) return { view: "jobs", params };
+    return { view, job: parts[1], params };
+  }
   return { view, params };
 }
 
 export function formatHash(r: Route): string {
   let s = "#/" + r.view;
   if (r.view === "node" && r.node) s += "/" + encodeURIComponent(r.node);
+  if (r.view === "job" && r.job) s += "/" + encodeURIComponent(r.job);
   const q = r.params.toString();
   return q ? s + "?" + q : s;
 }

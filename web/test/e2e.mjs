@@ -204,6 +204,111 @@ try {
   check(await page.evaluate(() => window.__vigil.logs.unavailable === true && window.__vigil.logs.rows === 0), "no rows, patterns unavailable");
   await shot("logs-unavailable.png");
 
+  // 10. Jobs view (fixtures of internal/web/jobs_fixture_test.go): newest
+  // first, sorted by efficiency from the header, filters in the URL.
+  await page.click("nav a[href='#/jobs']");
+  await page.waitForFunction(() => window.__vigil?.jobs?.loads >= 1);
+  let jobRows = await page.evaluate(() => window.__vigil.jobs.rows.join(","));
+  check(jobRows === "1005,1001,1004_7,1002,1003", `jobs listed newest first: ${jobRows}`);
+  const eff = await page.$eval("tr[data-job='1001'] td.eff", (e) => e.textContent);
+  check(eff === "—", `a job without summary shows "—" for its efficiency ("${eff}")`);
+  await page.click("th[data-sort=cpu]");
+  await page.waitForFunction(() => location.hash === "#/jobs?sort=cpu" && window.__vigil?.jobs?.loads >= 1);
+  jobRows = await page.evaluate(() => window.__vigil.jobs.rows.join(","));
+  check(jobRows === "1004_7,1002,1003,1005,1001", `CPU efficiency ascending, unknown last: ${jobRows}`);
+  await page.fill("input[name=user]", "alice");
+  await page.press("input[name=user]", "Enter");
+  await page.waitForFunction(() => location.hash === "#/jobs?user=alice&sort=cpu" && window.__vigil?.jobs?.loads >= 1);
+  jobRows = await page.evaluate(() => window.__vigil.jobs.rows.join(","));
+  check(jobRows === "1003,1001", `user filter in the URL and applied: ${jobRows}`);
+  // A shared link opens the same list.
+  await page.goto(base + "/#/jobs?partition=gpu&sort=-mem&refresh=off");
+  await page.waitForFunction(() => window.__vigil?.jobs?.loads >= 1);
+  check((await page.evaluate(() => window.__vigil.jobs.rows.join(","))) === "1002" && (await page.inputValue("input[name=partition]")) === "gpu",
+    "a shared link restores the filters");
+  await page.goto(base + "/#/jobs");
+  await page.waitForFunction(() => window.__vigil?.jobs?.loads >= 1);
+  await shot("jobs.png");
+
+  // 11. Job page: header, one band chart per metric, the straggler in red
+  // (line, legend, table), the notes.
+  await page.click("tr[data-job='1002'] a[href='#/job/1002']");
+  await page.waitForFunction(() => window.__vigil?.job?.loaded && document.querySelectorAll(".job-charts .chart canvas").length >= 4);
+  const head = await page.textContent(".job-header");
+  check(/bob/.test(head) && /chem/.test(head) && /gpu/.test(head) && /cores256/.test(head) && /memory asked512 GiB/.test(head) && /3h 00m \/ 6h 00m/.test(head),
+    `job header: "${head}"`);
+  const jc = await page.evaluate(() => window.__vigil.job.charts());
+  check(jc.length === 4 && jc.every((c) => c.nodes.length === 8 && c.points > 0), `4 charts with 8 node lines each (${jc.map((c) => c.points).join(", ")} points)`);
+  check(jc.every((c) => c.shown.join() === "cn00013"), `only the straggler's line is drawn before hover: ${jc.map((c) => c.shown.join("+")).join(", ")}`);
+  const red = await page.evaluate(() => {
+    const c = document.querySelector(".job-charts .chart[data-metric=cpu] canvas");
+    const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+    let n = 0;
+    for (let i = 0; i < d.length; i += 4) if (d[i] === 248 && d[i + 1] === 81 && d[i + 2] === 73) n++;
+    return n;
+  });
+  check(red > 50, `the straggler's line is drawn in red (${red} px)`);
+  check((await page.$$eval(".job-charts .u-legend .u-series.straggler", (l) => l.map((e) => e.textContent))).every((t) => t.includes("cn00013")) &&
+    (await page.$$(".job-charts .u-legend .u-series.straggler")).length === 4, "each legend names the straggler");
+  check((await page.$eval(".per-node tr.straggler", (e) => e.dataset.node)) === "cn00013" && (await page.$$(".per-node tr.straggler")).length === 1, "per-node table highlights the straggler");
+  check(/cn00013/.test(await page.textContent(".stragglers")), "the straggler is named above the charts");
+  const notes = await page.$$eval("ul.notes li", (l) => l.map((e) => e.textContent));
+  check(notes.length === 2 && /ask for 40 GiB/.test(notes[0]) && /cn00013 ran 40 % below/.test(notes[1]), `notes shown: ${notes.join(" | ")}`);
+  const cbox = await page.locator(".job-charts .chart[data-metric=memory] .u-over").boundingBox();
+  await page.mouse.move(cbox.x + cbox.width / 2, cbox.y + cbox.height / 2);
+  await page.waitForFunction(() => window.__vigil.job.charts()[1].shown.length === 8);
+  check(true, "hovering a chart draws every node's line");
+  const sp = await page.evaluate(() => window.__vigil.job.pointAt(0, "cn00013"));
+  await page.mouse.move(sp.x, sp.y);
+  await page.waitForFunction(() => document.querySelector(".chart[data-metric=cpu] .node-readout").textContent !== "", null, { timeout: 5000 });
+  const ro = await page.textContent(".chart[data-metric=cpu] .node-readout");
+  check(ro === "cn00013 (straggler)", `pointing at a line names its node: "${ro}"`);
+  await shot("job.png", true);
+
+  // A job whose raw samples expired: the summary, and a word saying so.
+  await page.goto(base + "/#/job/1003");
+  await page.waitForFunction(() => window.__vigil?.job?.loaded);
+  check(await page.evaluate(() => window.__vigil.job.expired && document.querySelectorAll(".job-charts").length === 0), "expired job: no charts");
+  check(/raw samples of this job have expired/.test(await page.textContent(".expired")) && /CPU efficiency92%/.test(await page.textContent(".job-figures")),
+    "expired job says so and shows its stored summary");
+  await page.goto(base + "/#/job/99999");
+  await page.waitForSelector(".no-such-job");
+  check(/No such job: "99999"/.test(await page.textContent(".no-such-job")), "an unknown job id says so");
+
+  // A running job: no straggler flagged, reloaded while it runs.
+  await page.goto(base + "/#/job/1001?refresh=5s");
+  await page.waitForFunction(() => window.__vigil?.job?.loads >= 2, null, { timeout: 15000 });
+  const rc = await page.evaluate(() => window.__vigil.job.charts());
+  check(rc.length === 4 && rc.every((c) => c.nodes.length === 4 && c.shown.length === 0) && (await page.$$(".stragglers")).length === 0,
+    "running job: 4 node lines per chart, none flagged, reloaded after 5 s");
+
+  // 12. Highlight this job on the heatmap: its 8 nodes outlined.
+  await page.goto(base + "/#/job/1002");
+  await page.waitForFunction(() => window.__vigil?.job?.loaded);
+  await page.click("a.highlight");
+  await page.waitForFunction(() => location.hash === "#/heatmap?job=1002" && window.__vigil?.heatmap?.frames >= 1 && window.__vigil.highlighted().length === 8);
+  const hl = await page.evaluate(() => window.__vigil.highlighted().join(" "));
+  check(hl === "cn00010 cn00011 cn00012 cn00013 cn00014 cn00015 cn00016 cn00017", `heatmap outlines the job's nodes: ${hl}`);
+  const outline = await page.evaluate(() => {
+    const c = document.querySelector(".hm-wrap canvas.overlay");
+    const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+    let n = 0;
+    for (let i = 0; i < d.length; i += 4) if (d[i] === 255 && d[i + 1] === 123 && d[i + 2] === 114 && d[i + 3] === 255) n++;
+    return n;
+  });
+  check(outline > 8 * 8, `outlines drawn on the overlay (${outline} px)`);
+  check(/8 of its 8 nodes/.test(await page.textContent(".job-highlight")), "the highlight bar counts the job's nodes");
+  await shot("heatmap-job.png");
+
+  // 13. Node view: the node's current and recent jobs.
+  await page.goto(base + "/#/node/cn00002?from=now-1h&to=now&refresh=off");
+  await page.waitForSelector(".node-jobs table");
+  const nodeJobs = await page.$$eval(".node-jobs tbody tr", (l) => l.map((r) => r.dataset.job).join(","));
+  check(nodeJobs === "1001,1003", `node view lists its jobs: ${nodeJobs}`);
+  await page.goto(base + "/#/node/cn00100?from=now-1h&to=now&refresh=off");
+  await page.waitForFunction(() => /no jobs on this node/.test(document.querySelector(".node-jobs")?.textContent ?? ""));
+  check(true, "a node without jobs says so");
+
   const icon = await page.evaluate(async () => {
     const r = await fetch(document.querySelector("link[rel=icon]")?.href ?? "/favicon.ico");
     return `${r.status} ${r.headers.get("content-type")}`;

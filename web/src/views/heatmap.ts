@@ -1,4 +1,4 @@
-import { liveHeatmap } from "../api";
+import { getJob, isAbort, liveHeatmap } from "../api";
 import { h, type ViewContext } from "../dom";
 import { BG_RGB, cssRGB, DOWN_RGB, MISSING_RGB, scaleRGB } from "../color";
 import { dequantise, QUANT_DOWN, QUANT_MAX, QUANT_MISSING, type NodeEntry } from "../frame";
@@ -11,6 +11,12 @@ import { parseScale, remap, remapTable } from "../scale";
 // expression.
 export function heatmapView(root: HTMLElement, { route, navigate, expose, signal }: ViewContext): () => void {
   const sel = selected(route.params);
+  // ?job=ID outlines that job's nodes (the job page's "highlight" link).
+  const jobId = (route.params.get("job") ?? "").slice(0, 200);
+  const keepJob = (p: URLSearchParams) => {
+    if (jobId) p.set("job", jobId);
+    return p;
+  };
   const custom = !sel.preset;
   const scale = parseScale(route.params, sel.preset?.range);
 
@@ -28,6 +34,7 @@ export function heatmapView(root: HTMLElement, { route, navigate, expose, signal
     // A user-chosen scale stays with the expression; a preset's own range
     // follows the preset.
     if (route.params.has("scale") || route.params.has("lo")) scaleParams(p);
+    keepJob(p);
     navigate({ view: "heatmap", params: p });
   };
   const scaleSel = h("select", { "aria-label": "colour scale" },
@@ -71,7 +78,7 @@ export function heatmapView(root: HTMLElement, { route, navigate, expose, signal
       input.select();
       return;
     }
-    navigate({ view: "heatmap", params: new URLSearchParams({ m: select.value }) });
+    navigate({ view: "heatmap", params: keepJob(new URLSearchParams({ m: select.value })) });
   });
   input.addEventListener("keydown", (e) => e.key === "Enter" && apply());
 
@@ -100,11 +107,13 @@ export function heatmapView(root: HTMLElement, { route, navigate, expose, signal
     h("span.swatch.missing", { title: "no value for this expression" }), "no data",
   );
   const tip = h("div.tooltip", { hidden: true });
+  const jobBar = h("div.job-highlight", { hidden: !jobId });
+  let countJob = () => {};
   const wrap = h("div.hm-wrap");
   const el = h("section.view.heatmap-view", null,
     h("div.toolbar", null, h("label", null, "Colour by ", select), input, h("button", { onclick: apply }, "Apply"),
       h("label", null, "Scale ", scaleSel), loIn, hiIn, status),
-    err, legend, wrap, tip,
+    err, legend, jobBar, wrap, tip,
   );
   // Colours of the swatches come from the same constants as the canvas.
   el.style.setProperty("--down", cssRGB(DOWN_RGB));
@@ -162,6 +171,7 @@ export function heatmapView(root: HTMLElement, { route, navigate, expose, signal
     nodes(n) {
       nodes = n;
       hm.setNodes(n);
+      countJob();
     },
     frame(f, wire) {
       err.hidden = true;
@@ -190,7 +200,23 @@ export function heatmapView(root: HTMLElement, { route, navigate, expose, signal
       status.textContent = s === "closed" ? "stream closed" : s + "…";
     },
   }, signal);
-  expose({ heatmap: hm.stats, lastFrame: () => lastT, expr: sel.expr, scale, code: (n: string) => hm.code(nodes.findIndex((x) => x.name === n)), locate: (n: string) => hm.clientPos(n),
+  if (jobId) {
+    jobBar.textContent = `job ${jobId}: loading…`;
+    getJob(jobId, { signal }).then((j) => {
+      const nodes = j.nodes ?? [];
+      hm.setHighlight(nodes);
+      const count = h("span");
+      // The node list may come before or after the job, and change.
+      countJob = () => (count.textContent = `${hm.highlighted().length} of its ${nodes.length} node${nodes.length === 1 ? "" : "s"} on this map`);
+      countJob();
+      jobBar.replaceChildren("Outlined: ", h("a", { href: "#/job/" + encodeURIComponent(j.id) }, "job " + j.id),
+        ` (${j.user ?? "?"}, ${j.state}): `, count, " ",
+        h("a", { href: "#/heatmap?" + new URLSearchParams([...route.params].filter(([k]) => k !== "job")) }, "✕ clear"));
+    }).catch((e: Error) => {
+      if (!isAbort(e)) jobBar.replaceChildren(h("span.error", null, `job ${jobId}: ${e.message}`));
+    });
+  }
+  expose({ heatmap: hm.stats, highlighted: () => hm.highlighted(), lastFrame: () => lastT, expr: sel.expr, scale, code: (n: string) => hm.code(nodes.findIndex((x) => x.name === n)), locate: (n: string) => hm.clientPos(n),
     rack: (n: string) => { const x = nodes.find((e) => e.name === n); return x ? placeNode(x).rack : null; } });
 
   root.append(el);

@@ -1,10 +1,11 @@
 import type uPlot from "uplot";
 import { makeChart, type ChartWithLabels } from "../chart";
-import { instantQuery, isAbort, rangeQuery, series, type Labels, type MatrixSeries } from "../api";
+import { ApiError, instantQuery, isAbort, listJobs, rangeQuery, series, type Job, type Labels, type MatrixSeries } from "../api";
 import { h, promString, type ViewContext } from "../dom";
 import { formatLabels, formatValue, type Unit } from "../format";
 import { stepFor, timeRange, type TimeRange } from "../route";
 import { alignSeries } from "../series";
+import { efficiency, formatEfficiency, runTime } from "../jobs";
 import { refreshMs, refreshPicker, timePicker } from "./timepicker";
 
 // The node view follows "now" by itself unless told otherwise.
@@ -70,6 +71,7 @@ export function nodeView(root: HTMLElement, { route, navigate, expose, signal }:
   const badge = h("span.badge", null, "…");
   const grid = h("div.charts");
   const procs = h("div.procs", null, "loading…");
+  const jobs = h("div.node-jobs", null, "loading…");
   const updated = h("span.muted.updated");
   const el = h("section.view.node-view", null,
     h("div.toolbar", null,
@@ -81,6 +83,7 @@ export function nodeView(root: HTMLElement, { route, navigate, expose, signal }:
         go(p);
       }), updated),
     grid,
+    h("h3", null, "Jobs (current and last 24 h)"), jobs,
     h("h3", null, "Top processes"), procs,
   );
   const boxes = panels.map((p) => {
@@ -147,6 +150,11 @@ export function nodeView(root: HTMLElement, { route, navigate, expose, signal }:
         badge.textContent = Number.isNaN(v) ? "unknown" : v >= 1 ? "up" : "down";
         badge.className = "badge " + (Number.isNaN(v) ? "" : v >= 1 ? "up" : "down");
       }).catch(() => (badge.textContent = "unknown")),
+      // The index's node filter (api/v1/jobs?node=): a server without
+      // a job index answers 404, said as "no job index".
+      listJobs(new URLSearchParams({ node, since: "24h", limit: "50" }), { signal }).then((l) => jobs.replaceChildren(jobTable(l, node))).catch((e: Error) => {
+        if (!isAbort(e)) jobs.replaceChildren(h("span.muted", null, e instanceof ApiError && e.status === 404 ? "no job index on this server" : e.message));
+      }),
       loadProcesses(sel, r.end, signal).then((t) => procs.replaceChildren(t)).catch((e: Error) => {
         if (!isAbort(e)) procs.replaceChildren(h("span.error", null, e.message));
       }),
@@ -176,6 +184,21 @@ export function nodeView(root: HTMLElement, { route, navigate, expose, signal }:
     clearTimeout(timer);
     charts.forEach((c) => c.u.destroy());
   };
+}
+
+// jobTable lists the jobs that ran on node (the server's filter is checked
+// again: a server ignoring ?node= must not list other nodes' jobs).
+function jobTable(list: Job[], node: string): HTMLElement {
+  const mine = list.filter((j) => j && typeof j.id === "string" && (!j.nodes || j.nodes.length === 0 || j.nodes.includes(node)));
+  if (mine.length === 0) return h("p.muted", null, "no jobs on this node in the last 24 h");
+  const now = Date.now();
+  return h("table.data.jobs-table", null,
+    h("thead", null, h("tr", null, h("th", null, "job"), h("th", null, "user"), h("th", null, "name"), h("th", null, "state"),
+      h("th", null, "nodes"), h("th", null, "run time / limit"), h("th", null, "CPU eff."), h("th", null, "mem eff."))),
+    h("tbody", null, mine.map((j) => h("tr", { "data-job": j.id },
+      h("td", null, h("a", { href: "#/job/" + encodeURIComponent(j.id) }, j.id)), h("td", null, j.user ?? ""), h("td.name", null, j.name ?? ""),
+      h("td", null, h("span", { class: "badge state-" + j.state }, j.state)), h("td.num", null, String(j.nodes?.length ?? 0)),
+      h("td.num", null, runTime(j, now)), h("td.num", null, formatEfficiency(efficiency(j, "cpu"))), h("td.num", null, formatEfficiency(efficiency(j, "mem")))))));
 }
 
 // loadProcesses pivots vigil_process_* series into one row per process;

@@ -1,7 +1,7 @@
 import { afterEach, mock, test } from "node:test";
 import assert from "node:assert/strict";
 import {
-  ApiError, errorFrom, instantQuery, isAbort, labelValues, liveHeatmap, rangeQuery, request, searchLogs, tailLogs,
+  ApiError, errorFrom, getJob, instantQuery, isAbort, jobReport, labelValues, listJobs, liveHeatmap, rangeQuery, request, searchLogs, tailLogs,
   treeStatus, type LogRecord, type StreamState,
 } from "../../src/api";
 
@@ -315,4 +315,30 @@ test("live heatmap: a bad expression closes the stream for good", () => {
   assert.deepEqual(states, ["connecting", "live", "closed"]);
   mock.timers.tick(60_000);
   assert.equal(FakeEventSource.all.length, 1);
+});
+
+test("job index: GET with the filters, the envelope's list, ids escaped in paths", async () => {
+  mockFetch(async () => json(200, { status: "success", data: [{ id: "7_1", state: "running" }] }));
+  const l = await listJobs(new URLSearchParams({ user: "o'brien", node: "cn1", since: "24h" }));
+  assert.deepEqual(l.map((j) => j.id), ["7_1"]);
+  assert.equal(calls[0].url, "api/v1/jobs?user=o%27brien&node=cn1&since=24h");
+  assert.equal(calls[0].init.method, "GET");
+  mockFetch(async () => json(200, { status: "success", data: null }));
+  assert.deepEqual(await listJobs(new URLSearchParams()), []);
+  mockFetch(async () => json(200, { status: "success", data: { id: "1" } }));
+  const bad = await rejection(listJobs(new URLSearchParams()));
+  assert.ok(bad instanceof ApiError && bad.errorType === "bad_answer");
+  mockFetch(async () => json(200, { status: "success", data: { job: { id: "a/b", state: "ended" }, summary: null, series: {} } }));
+  const r = await jobReport("a/b");
+  assert.equal(r.job.id, "a/b");
+  assert.equal(calls[0].url, "api/v1/jobs/a%2Fb/report");
+});
+
+test("an unknown job is a 404 not_found ApiError", async () => {
+  mockFetch(async () => json(404, { status: "error", errorType: "not_found", error: 'job "9" not found' }));
+  const e = await rejection(getJob("9"));
+  assert.ok(e instanceof ApiError);
+  assert.equal(e.status, 404);
+  assert.equal(e.errorType, "not_found");
+  assert.equal(e.message, 'job 9: job "9" not found');
 });
