@@ -43,6 +43,9 @@ type Schema struct {
 	cpu   [][]*metric.Desc // [cpu][mode]
 	load  [3]*metric.Desc
 	specs []spec
+	// Specs a job moves (indexes in specs): node memory and the
+	// InfiniBand counters its parallel file system I/O goes through.
+	memFree, memAvail, anon, activeAnon, ibRx, ibTx int
 }
 
 var cpuModes = [...]string{"user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"}
@@ -241,6 +244,17 @@ func NewSchema(cpus int) *Schema {
 		f("files", "Filesystem total file nodes.", kConst, 2e8, 0, 0, 0)
 		f("files_free", "Filesystem total free file nodes.", kRare, 1.9e8, 3, 1, 0.2)
 	}
+	find := func(name, dev string) int {
+		for i, sp := range s.specs {
+			if sp.desc.Name == name && (dev == "" || sp.desc.Labels[0].Value == dev) {
+				return i
+			}
+		}
+		panic("simulate: no spec " + name)
+	}
+	s.memFree, s.memAvail = find("node_memory_MemFree_bytes", ""), find("node_memory_MemAvailable_bytes", "")
+	s.anon, s.activeAnon = find("node_memory_AnonPages_bytes", ""), find("node_memory_Active_anon_bytes", "")
+	s.ibRx, s.ibTx = find("node_network_receive_bytes_total", "ib0"), find("node_network_transmit_bytes_total", "ib0")
 	return s
 }
 
@@ -259,6 +273,15 @@ type Node struct {
 	load    [3]float64
 	procs   [topProcs]proc
 	nextPID int
+
+	// With a scheduler: the job on the node (nil: idle), the one that
+	// just left (its running 0 is sent once), and the job's counters.
+	sched        *Scheduler
+	sidx         int
+	job, gone    *run
+	jUser, jSys  int64 // USER_HZ ticks
+	jRead, jWrit float64
+	jPeak, jHits float64
 }
 
 const topProcs = 5
@@ -335,9 +358,15 @@ func (n *Node) Sample(t time.Time, dt time.Duration, b *metric.Batch) {
 	// CPU: each core's USER_HZ ticks split among modes by its busy share; a
 	// job starts or ends now and then.
 	jiffies := int64(math.Round(100 * sec))
+	var job *run
+	var step int64
+	if n.sched != nil {
+		job, step = n.jobAt(t)
+	}
 	running := 0.0
+	var ju, js int64
 	for c := range n.cpu {
-		if rng.Float64() < 0.002*sec {
+		if n.sched == nil && rng.Float64() < 0.002*sec {
 			if n.busy[c] > 0.5 {
 				n.busy[c] = 0.01
 			} else {
@@ -360,6 +389,8 @@ func (n *Node) Sample(t time.Time, dt time.Duration, b *metric.Batch) {
 			irq = 1
 		}
 		user, sys = max(user, 0), max(sys, 0)
+		ju += user
+		js += sys
 		idle := max(jiffies-user-sys-iow-irq-soft, 0)
 		row[mUser] += user
 		row[mSystem] += sys
@@ -377,6 +408,14 @@ func (n *Node) Sample(t time.Time, dt time.Duration, b *metric.Batch) {
 		n.load[i] = n.load[i]*a + running*(1-a)
 		b.Add(n.sch.load[i], math.Round(n.load[i]*100)/100)
 	}
+	var used float64
+	if job != nil {
+		// The job's processes are the node's busy CPU time.
+		n.jUser += ju
+		n.jSys += js
+		used = n.jobIO(job, step, sec)
+	}
+	base := len(b.Values)
 	for i := range n.sch.specs {
 		sp := &n.sch.specs[i]
 		n.state[i] = n.step(sp, n.state[i], n.rate[i], sec)
@@ -385,6 +424,13 @@ func (n *Node) Sample(t time.Time, dt time.Duration, b *metric.Batch) {
 			v *= 1 / sp.scale // as the diskstats plugin and node_exporter: ms * (1/1000)
 		}
 		b.Add(sp.desc, v)
+	}
+	if job != nil {
+		vals, floor := b.Values[base:], float64(gib)
+		vals[n.sch.memFree] = max(vals[n.sch.memFree]-used, floor)
+		vals[n.sch.memAvail] = max(vals[n.sch.memAvail]-used, floor)
+		vals[n.sch.anon] += used
+		vals[n.sch.activeAnon] += used
 	}
 	// Top processes: one is replaced now and then (new series, new schema).
 	if rng.Float64() < 0.01*sec {
@@ -399,6 +445,13 @@ func (n *Node) Sample(t time.Time, dt time.Duration, b *metric.Batch) {
 		}
 		b.Add(p.cpu, float64(p.jiffies)/100)
 		b.Add(p.rss, float64(p.rssBytes))
+	}
+	if g := n.gone; g != nil {
+		b.Add(g.d[jRunning], 0)
+		n.gone = nil
+	}
+	if job != nil {
+		n.jobSeries(job, step, used, b)
 	}
 }
 
