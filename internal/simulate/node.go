@@ -46,6 +46,7 @@ type Schema struct {
 	// Specs a job moves (indexes in specs): node memory and the
 	// InfiniBand counters its parallel file system I/O goes through.
 	memFree, memAvail, anon, activeAnon, ibRx, ibTx int
+	jobsNode                                        [6]*metric.Desc // the jobs plugin's node series
 }
 
 var cpuModes = [...]string{"user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"}
@@ -255,6 +256,14 @@ func NewSchema(cpus int) *Schema {
 	s.memFree, s.memAvail = find("node_memory_MemFree_bytes", ""), find("node_memory_MemAvailable_bytes", "")
 	s.anon, s.activeAnon = find("node_memory_AnonPages_bytes", ""), find("node_memory_Active_anon_bytes", "")
 	s.ibRx, s.ibTx = find("node_network_receive_bytes_total", "ib0"), find("node_network_transmit_bytes_total", "ib0")
+	s.jobsNode = [6]*metric.Desc{
+		metric.NewDesc("vigil_jobs", "Slurm jobs with a cgroup on the node, tracked.", metric.Gauge),
+		metric.NewDesc("vigil_jobs_ended_total", "Jobs whose cgroup went away (the job ended on this node).", metric.Counter),
+		metric.NewDesc("vigil_jobs_untracked", "Jobs seen beyond max_jobs, not sampled.", metric.Gauge),
+		metric.NewDesc("vigil_jobs_ignored_entries", "Directories in the Slurm cgroup tree whose names are not uid_<n> or job_<n> (or a known Slurm name).", metric.Gauge),
+		metric.NewDesc("vigil_jobs_vanished_total", "Jobs whose cgroup disappeared while being read.", metric.Counter),
+		metric.NewDesc("vigil_jobs_io_skipped_total", "/proc/<pid>/io reads skipped because max_io_pids was reached.", metric.Counter),
+	}
 	return s
 }
 
@@ -282,6 +291,7 @@ type Node struct {
 	jUser, jSys  int64 // USER_HZ ticks
 	jRead, jWrit float64
 	jPeak, jHits float64
+	jEnded       int // jobs ended on the node
 }
 
 const topProcs = 5
@@ -446,11 +456,7 @@ func (n *Node) Sample(t time.Time, dt time.Duration, b *metric.Batch) {
 		b.Add(p.cpu, float64(p.jiffies)/100)
 		b.Add(p.rss, float64(p.rssBytes))
 	}
-	if g := n.gone; g != nil {
-		b.Add(g.d[jRunning], 0)
-		n.gone = nil
-	}
-	if job != nil {
+	if n.sched != nil {
 		n.jobSeries(job, step, used, b)
 	}
 }

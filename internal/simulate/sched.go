@@ -201,7 +201,7 @@ func NewScheduler(o SchedulerOptions) (*Scheduler, error) {
 		o:      o,
 		rng:    rand.New(rand.NewPCG(o.Seed, 0x10b5)),
 		step:   -1,
-		nextID: 1001,
+		nextID: 1000*o.First + 1, // another process's nodes (--first) get other ids
 		free:   make([]bool, o.Nodes),
 		nFree:  o.Nodes,
 		hist:   make([][2]*run, o.Nodes),
@@ -536,8 +536,23 @@ func (n *Node) jobIO(r *run, k int64, sec float64) float64 {
 	return used
 }
 
-// jobSeries adds the job's series as the jobs plugin reports them.
+// jobSeries adds the series of the jobs plugin: those of the job that
+// ended (running 0, once), of the job on the node, and the node's own.
 func (n *Node) jobSeries(r *run, k int64, used float64, b *metric.Batch) {
+	if g := n.gone; g != nil {
+		b.Add(g.d[jRunning], 0)
+		n.gone = nil
+		n.jEnded++
+	}
+	nd := &n.sch.jobsNode
+	if r == nil {
+		b.Add(nd[0], 0)
+		b.Add(nd[1], float64(n.jEnded))
+		for _, d := range nd[2:] {
+			b.Add(d, 0)
+		}
+		return
+	}
 	oom := 0.0
 	if r.oomNode == n.sidx && k == r.end-1 {
 		oom = 1
@@ -557,4 +572,9 @@ func (n *Node) jobSeries(r *run, k int64, used float64, b *metric.Batch) {
 	b.Add(r.d[jRead], math.Round(n.jRead))
 	b.Add(r.d[jWrite], math.Round(n.jWrit))
 	b.Add(r.d[jUID], r.uid)
+	b.Add(nd[0], 1)
+	b.Add(nd[1], float64(n.jEnded))
+	for _, d := range nd[2:] {
+		b.Add(d, 0)
+	}
 }

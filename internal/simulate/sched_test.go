@@ -183,6 +183,15 @@ func TestSchedulerJobEnd(t *testing.T) {
 	for tick := range 800 {
 		c.tick()
 		for i, b := range c.b {
+			on := 0
+			for _, v := range jobValues(&b) {
+				if v["vigil_job_running"] == 1 {
+					on++
+				}
+			}
+			if got := nodeValue(&b, "vigil_jobs"); got != float64(on) {
+				t.Fatalf("%s: vigil_jobs %v with %d jobs running", NodeName(i+1), got, on)
+			}
 			for id, v := range jobValues(&b) {
 				k := key{i, id}
 				if at, ok := ended[k]; ok {
@@ -205,6 +214,15 @@ func TestSchedulerJobEnd(t *testing.T) {
 	}
 	if len(zeros) < 10 {
 		t.Fatalf("%d job ends seen", len(zeros))
+	}
+	perNode := make([]int, len(c.nodes))
+	for k := range zeros {
+		perNode[k.node]++
+	}
+	for i, b := range c.b {
+		if got := nodeValue(&b, "vigil_jobs_ended_total"); got != float64(perNode[i]) {
+			t.Errorf("%s: vigil_jobs_ended_total %v, %d ends seen", NodeName(i+1), got, perNode[i])
+		}
 	}
 	// Every ended job's nodes said so.
 	for _, j := range c.sched.Jobs() {
@@ -322,8 +340,19 @@ func TestJobSeriesAsPlugin(t *testing.T) {
 		ours[s.name] = i
 	}
 	matched := 0
+	node := map[string]*metric.Desc{}
+	for _, d := range NewSchema(1).jobsNode {
+		node[d.Name] = d
+	}
 	for _, d := range b.Descs {
-		if len(d.Labels) == 0 || d.Labels[0].Name != "jobid" {
+		if len(d.Labels) == 0 {
+			if o := node[d.Name]; o == nil || o.Help != d.Help || o.Type != d.Type {
+				t.Errorf("plugin node series %s %q %v, simulated %v", d.Name, d.Help, d.Type, o)
+			}
+			delete(node, d.Name)
+			continue
+		}
+		if d.Labels[0].Name != "jobid" {
 			continue
 		}
 		i, ok := ours[d.Name]
@@ -335,6 +364,9 @@ func TestJobSeriesAsPlugin(t *testing.T) {
 			t.Errorf("%s: simulated %q %v, plugin %q %v %v", d.Name, s.help, s.typ, d.Help, d.Type, d.Labels)
 		}
 		matched++
+	}
+	if len(node) > 0 {
+		t.Errorf("simulated node series the plugin has not: %v", node)
 	}
 	if matched < 10 {
 		t.Errorf("only %d plugin job series compared", matched)
