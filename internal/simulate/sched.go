@@ -49,7 +49,7 @@ type SchedulerOptions struct {
 	MaxJobs  int           // running at once (0: Nodes/2, at least 1)
 	MinRun   time.Duration // run times are log-uniform in [MinRun, MaxRun] (0: 1m, 1h)
 	MaxRun   time.Duration
-	History  int // ended jobs kept for Jobs (0: 1000)
+	History  int // ended jobs kept for Jobs (0: the larger of 1000 and Nodes)
 }
 
 // Scheduler places jobs on the simulated nodes: a queue filled to keep
@@ -195,7 +195,7 @@ func NewScheduler(o SchedulerOptions) (*Scheduler, error) {
 		o.MaxRun = max(time.Hour, o.MinRun)
 	}
 	if o.History <= 0 {
-		o.History = 1000
+		o.History = max(1000, o.Nodes)
 	}
 	s := &Scheduler{
 		o:      o,
@@ -320,12 +320,23 @@ func (s *Scheduler) stepOnce(k int64) {
 			s.place(j, -elapsed)
 		}
 	}
+	// Submissions: now and then even when full, so the queue is seen;
+	// below the target as many as a big cluster's users send.
 	sec := s.o.Interval.Seconds()
-	p := 0.01 * sec // now and then even when full, so the queue is seen
-	if busy() < target {
-		p = 0.3 * sec
-	}
-	if len(s.pending) < maxPending && s.rng.Float64() < p {
+	for n := range max(s.o.Nodes/200, 1) {
+		p := 0.3 * sec
+		if busy() >= target {
+			if n > 0 {
+				break
+			}
+			p = 0.01 * sec
+		}
+		if len(s.pending) >= maxPending {
+			break
+		}
+		if s.rng.Float64() >= p {
+			continue
+		}
 		j := s.newJob()
 		j.Submit = s.timeOf(k)
 		s.pending = append(s.pending, j)
@@ -369,7 +380,10 @@ func (s *Scheduler) newJob() *jobRec {
 	maxSize := max(s.o.Nodes/8, 1)
 	j.size = 1
 	if maxSize >= 2 && rng.Float64() < 0.5 {
-		j.size = min(int(math.Round(s.logUniform(2, float64(maxSize)))), maxSize)
+		// Pareto-like: the chance of at least n nodes falls as 1/n, so
+		// small jobs are many and a few take an eighth of the cluster.
+		m := float64(maxSize)
+		j.size = min(int(2/(1-rng.Float64()*(1-2/m))), maxSize)
 	}
 	runTime := time.Duration(s.logUniform(float64(s.o.MinRun), float64(s.o.MaxRun)))
 	pl := &j.plan
