@@ -301,6 +301,7 @@ type proc struct {
 	jiffies  int64
 	share    float64 // of one core
 	rssBytes int64
+	job      *run // the job it belongs to, if any
 }
 
 var comms = [...]string{"lmp", "gmx_mpi", "python3", "vasp_std", "slurmstepd", "orted", "java", "namd2"}
@@ -357,6 +358,20 @@ func (n *Node) newProc(i int) {
 			"pid", pid, "user", user, "command", comm),
 		share:    n.rng.Float64(),
 		rssBytes: (1 + n.rng.Int64N(4000)) << 20,
+	}
+}
+
+// newJobProc makes top process i one of job r's ranks, labelled with the
+// job as the procs plugin labels a process in a job's cgroup.
+func (n *Node) newJobProc(i int, r *run, busy float64, rss int64) {
+	n.nextPID += 1 + n.rng.IntN(50)
+	l := []string{"pid", strconv.Itoa(n.nextPID), "user", r.user, "command", r.comm, "jobid", r.id}
+	n.procs[i] = proc{
+		cpu:      metric.NewDesc("vigil_process_cpu_seconds_total", "CPU time of a top process.", metric.Counter, l...),
+		rss:      metric.NewDesc("vigil_process_resident_memory_bytes", "Resident memory of a top process.", metric.Gauge, l...),
+		share:    busy,
+		rssBytes: max(rss, 4096),
+		job:      r,
 	}
 }
 
@@ -444,7 +459,9 @@ func (n *Node) Sample(t time.Time, dt time.Duration, b *metric.Batch) {
 	}
 	// Top processes: one is replaced now and then (new series, new schema).
 	if rng.Float64() < 0.01*sec {
-		n.newProc(rng.IntN(topProcs))
+		if i := rng.IntN(topProcs); n.procs[i].job == nil { // a job's ranks stay
+			n.newProc(i)
+		}
 	}
 	for i := range n.procs {
 		p := &n.procs[i]

@@ -114,6 +114,8 @@ type run struct {
 	straggler  int   // scheduler node index, -1: none
 	oomNode    int   // node whose OOM killer fires, -1: none
 	uid        float64
+	id         string
+	user, comm string // of its processes
 }
 
 // The series of the jobs sampler plugin (internal/sampler/plugins/jobs),
@@ -445,9 +447,39 @@ func (s *Scheduler) newJob() *jobRec {
 	return j
 }
 
+// jobComm is the command a job named name runs.
+func jobComm(name string) string {
+	switch name {
+	case "lmp_melt":
+		return "lmp"
+	case "gmx_md":
+		return "gmx_mpi"
+	case "vasp_relax":
+		return "vasp_std"
+	case "wrf_d02":
+		return "wrf.exe"
+	case "namd_apoa1":
+		return "namd2"
+	case "train.py":
+		return "python3"
+	case "cp2k_opt":
+		return "cp2k.psmp"
+	case "openfoam_les":
+		return "pimpleFoam"
+	case "hpl":
+		return "xhpl"
+	case "nekrs_pipe":
+		return "nekrs"
+	case "qe_scf":
+		return "pw.x"
+	}
+	return "bash"
+}
+
 // place starts j at step k on the first j.size free nodes.
 func (s *Scheduler) place(j *jobRec, k int64) {
-	r := &run{plan: j.plan, start: k, end: k + j.dur, straggler: -1, oomNode: -1, uid: float64(j.UID)}
+	r := &run{plan: j.plan, start: k, end: k + j.dur, straggler: -1, oomNode: -1, uid: float64(j.UID),
+		id: j.ID, user: j.User, comm: jobComm(j.Name)}
 	for i := 0; i < len(s.free) && len(j.Nodes) < j.size; i++ {
 		if !s.free[i] {
 			continue
@@ -514,6 +546,15 @@ func (n *Node) jobAt(t time.Time) (*run, int64) {
 	}
 	for c := range n.busy {
 		n.busy[c] = busy
+	}
+	// The top processes: the job's ranks (three of five) while it runs.
+	for i := range 3 {
+		switch {
+		case r != nil:
+			n.newJobProc(i, r, busy, r.memUse/int64(len(n.busy)))
+		case n.procs[i].job != nil:
+			n.newProc(i)
+		}
 	}
 	return r, k
 }

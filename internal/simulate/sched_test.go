@@ -158,6 +158,18 @@ func TestSchedulerPlacement(t *testing.T) {
 			if len(on) > 1 || (want == "") != (len(on) == 0) || (want != "" && on[0] != want) {
 				t.Fatalf("tick %d: %s reports jobs %v, scheduler placed %q", tick, NodeName(i+1), on, want)
 			}
+			ranks := 0
+			for _, d := range b.Descs {
+				if d.Name == "vigil_process_cpu_seconds_total" && len(d.Labels) == 4 {
+					ranks++
+					if d.Labels[3].Name != "jobid" || d.Labels[3].Value != want {
+						t.Fatalf("tick %d: %s top process %v, job %q", tick, NodeName(i+1), d.Labels, want)
+					}
+				}
+			}
+			if (want != "") != (ranks == 3) {
+				t.Fatalf("tick %d: %s has %d top processes of job %q", tick, NodeName(i+1), ranks, want)
+			}
 		}
 		maxRunning = max(maxRunning, running)
 	}
