@@ -1,10 +1,13 @@
 package simulate
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -240,12 +243,10 @@ func (s *Scheduler) Jobs() []SimJob {
 }
 
 func sortByID(js []SimJob) {
-	key := func(j SimJob) int { n, _ := strconv.Atoi(j.ID); return n }
-	for i := 1; i < len(js); i++ { // nearly sorted: insertion sort
-		for k := i; k > 0 && key(js[k]) < key(js[k-1]); k-- {
-			js[k], js[k-1] = js[k-1], js[k]
-		}
-	}
+	// Ids are decimal numbers without leading zeros.
+	slices.SortFunc(js, func(a, b SimJob) int {
+		return cmp.Or(cmp.Compare(len(a.ID), len(b.ID)), strings.Compare(a.ID, b.ID))
+	})
 }
 
 // at returns the run on node i at time t and t's step, advancing the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -173,8 +174,14 @@ func TestSchedulerPlacement(t *testing.T) {
 		}
 		maxRunning = max(maxRunning, running)
 	}
+	prev := 0
 	for _, j := range c.sched.Jobs() {
 		states[j.State]++
+		id, err := strconv.Atoi(j.ID)
+		if err != nil || id <= prev {
+			t.Errorf("job %q after %d: want ids in submission order", j.ID, prev)
+		}
+		prev = id
 	}
 	if maxRunning > nodes/2 || maxRunning < 4 {
 		t.Errorf("at most %d jobs at once on %d nodes", maxRunning, nodes)
