@@ -147,6 +147,19 @@ func TestWebDemoE2E(t *testing.T) {
 		testutil.MissingPeer(t, "this binary serves no dashboard (err %v): run make web before go test", err)
 	}
 	t.Logf("demo ready: %v nodes up, %d log messages", up, accepted)
+	// The simulated scheduler's jobs are in the store from the first ticks.
+	for {
+		jobs, _ := promScalar(base, "count(count by (jobid) (vigil_job_running == 1))")
+		if jobs > 0 {
+			t.Logf("%v simulated jobs running", jobs)
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("no simulated job's vigil_job_running in the store")
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 
 	shots, err := filepath.Abs("../../build/screenshots")
 	if err != nil {

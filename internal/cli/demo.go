@@ -32,6 +32,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	logOpts.RegisterFlags(fs)
 	debugPprof := fs.Bool("debug-pprof", false, "serve Go's profiles under /debug/pprof/ on the dashboard's address")
 	replay := fs.String("replay", "", "simulated nodes replay this recording (`vigil record`) instead of the synthetic model")
+	jobs := fs.Bool("jobs", true, "simulated nodes run jobs of a simulated scheduler (--jobs=false: none)")
+	jobSeed := fs.Uint64("job-seed", 1, "seed of the simulated jobs")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -110,6 +112,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if *replay != "" {
 			simArgs = append(simArgs, "--replay", *replay)
 		}
+		simArgs = append(simArgs, "--jobs="+strconv.FormatBool(*jobs), "--job-seed", strconv.FormatUint(*jobSeed, 10))
 		g.Go(func() error { return runSimulate(gctx, simArgs, stdout, stderr) })
 	}
 	g.Go(func() error {

@@ -30,6 +30,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.IntVar(&o.CPUs, "cpus", 16, "cores per virtual node (16 gives about 320 values per tick)")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the simulated data")
 	replay := fs.String("replay", "", "replay this recording (from `vigil record`) on every node instead of the synthetic model")
+	fs.BoolVar(&o.Jobs, "jobs", true, "simulate a scheduler: jobs on the nodes, with their load and the jobs plugin's series (--jobs=false: none)")
+	fs.Uint64Var(&o.JobSeed, "job-seed", 1, "seed of the simulated jobs")
 	var logOpts logging.Options
 	logOpts.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {

@@ -43,6 +43,10 @@ type Schema struct {
 	cpu   [][]*metric.Desc // [cpu][mode]
 	load  [3]*metric.Desc
 	specs []spec
+	// Specs a job moves (indexes in specs): node memory and the
+	// InfiniBand counters its parallel file system I/O goes through.
+	memFree, memAvail, anon, activeAnon, ibRx, ibTx int
+	jobsNode                                        [6]*metric.Desc // the jobs plugin's node series
 }
 
 var cpuModes = [...]string{"user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"}
@@ -241,6 +245,25 @@ func NewSchema(cpus int) *Schema {
 		f("files", "Filesystem total file nodes.", kConst, 2e8, 0, 0, 0)
 		f("files_free", "Filesystem total free file nodes.", kRare, 1.9e8, 3, 1, 0.2)
 	}
+	find := func(name, dev string) int {
+		for i, sp := range s.specs {
+			if sp.desc.Name == name && (dev == "" || sp.desc.Labels[0].Value == dev) {
+				return i
+			}
+		}
+		panic("simulate: no spec " + name)
+	}
+	s.memFree, s.memAvail = find("node_memory_MemFree_bytes", ""), find("node_memory_MemAvailable_bytes", "")
+	s.anon, s.activeAnon = find("node_memory_AnonPages_bytes", ""), find("node_memory_Active_anon_bytes", "")
+	s.ibRx, s.ibTx = find("node_network_receive_bytes_total", "ib0"), find("node_network_transmit_bytes_total", "ib0")
+	s.jobsNode = [6]*metric.Desc{
+		metric.NewDesc("vigil_jobs", "Slurm jobs with a cgroup on the node, tracked.", metric.Gauge),
+		metric.NewDesc("vigil_jobs_ended_total", "Jobs whose cgroup went away (the job ended on this node).", metric.Counter),
+		metric.NewDesc("vigil_jobs_untracked", "Jobs seen beyond max_jobs, not sampled.", metric.Gauge),
+		metric.NewDesc("vigil_jobs_ignored_entries", "Directories in the Slurm cgroup tree whose names are not uid_<n> or job_<n> (or a known Slurm name).", metric.Gauge),
+		metric.NewDesc("vigil_jobs_vanished_total", "Jobs whose cgroup disappeared while being read.", metric.Counter),
+		metric.NewDesc("vigil_jobs_io_skipped_total", "/proc/<pid>/io reads skipped because max_io_pids was reached.", metric.Counter),
+	}
 	return s
 }
 
@@ -259,6 +282,16 @@ type Node struct {
 	load    [3]float64
 	procs   [topProcs]proc
 	nextPID int
+
+	// With a scheduler: the job on the node (nil: idle), the one that
+	// just left (its running 0 is sent once), and the job's counters.
+	sched        *Scheduler
+	sidx         int
+	job, gone    *run
+	jUser, jSys  int64 // USER_HZ ticks
+	jRead, jWrit float64
+	jPeak, jHits float64
+	jEnded       int // jobs ended on the node
 }
 
 const topProcs = 5
@@ -268,6 +301,7 @@ type proc struct {
 	jiffies  int64
 	share    float64 // of one core
 	rssBytes int64
+	job      *run // the job it belongs to, if any
 }
 
 var comms = [...]string{"lmp", "gmx_mpi", "python3", "vasp_std", "slurmstepd", "orted", "java", "namd2"}
@@ -327,6 +361,20 @@ func (n *Node) newProc(i int) {
 	}
 }
 
+// newJobProc makes top process i one of job r's ranks, labelled with the
+// job as the procs plugin labels a process in a job's cgroup.
+func (n *Node) newJobProc(i int, r *run, busy float64, rss int64) {
+	n.nextPID += 1 + n.rng.IntN(50)
+	l := []string{"pid", strconv.Itoa(n.nextPID), "user", r.user, "command", r.comm, "jobid", r.id}
+	n.procs[i] = proc{
+		cpu:      metric.NewDesc("vigil_process_cpu_seconds_total", "CPU time of a top process.", metric.Counter, l...),
+		rss:      metric.NewDesc("vigil_process_resident_memory_bytes", "Resident memory of a top process.", metric.Gauge, l...),
+		share:    busy,
+		rssBytes: max(rss, 4096),
+		job:      r,
+	}
+}
+
 // Sample appends one tick of the node to b (after b.Reset), dt after the
 // previous one.
 func (n *Node) Sample(t time.Time, dt time.Duration, b *metric.Batch) {
@@ -335,9 +383,15 @@ func (n *Node) Sample(t time.Time, dt time.Duration, b *metric.Batch) {
 	// CPU: each core's USER_HZ ticks split among modes by its busy share; a
 	// job starts or ends now and then.
 	jiffies := int64(math.Round(100 * sec))
+	var job *run
+	var step int64
+	if n.sched != nil {
+		job, step = n.jobAt(t)
+	}
 	running := 0.0
+	var ju, js int64
 	for c := range n.cpu {
-		if rng.Float64() < 0.002*sec {
+		if n.sched == nil && rng.Float64() < 0.002*sec {
 			if n.busy[c] > 0.5 {
 				n.busy[c] = 0.01
 			} else {
@@ -360,6 +414,8 @@ func (n *Node) Sample(t time.Time, dt time.Duration, b *metric.Batch) {
 			irq = 1
 		}
 		user, sys = max(user, 0), max(sys, 0)
+		ju += user
+		js += sys
 		idle := max(jiffies-user-sys-iow-irq-soft, 0)
 		row[mUser] += user
 		row[mSystem] += sys
@@ -377,6 +433,14 @@ func (n *Node) Sample(t time.Time, dt time.Duration, b *metric.Batch) {
 		n.load[i] = n.load[i]*a + running*(1-a)
 		b.Add(n.sch.load[i], math.Round(n.load[i]*100)/100)
 	}
+	var used float64
+	if job != nil {
+		// The job's processes are the node's busy CPU time.
+		n.jUser += ju
+		n.jSys += js
+		used = n.jobIO(job, step, sec)
+	}
+	base := len(b.Values)
 	for i := range n.sch.specs {
 		sp := &n.sch.specs[i]
 		n.state[i] = n.step(sp, n.state[i], n.rate[i], sec)
@@ -386,9 +450,18 @@ func (n *Node) Sample(t time.Time, dt time.Duration, b *metric.Batch) {
 		}
 		b.Add(sp.desc, v)
 	}
+	if job != nil {
+		vals, floor := b.Values[base:], float64(gib)
+		vals[n.sch.memFree] = max(vals[n.sch.memFree]-used, floor)
+		vals[n.sch.memAvail] = max(vals[n.sch.memAvail]-used, floor)
+		vals[n.sch.anon] += used
+		vals[n.sch.activeAnon] += used
+	}
 	// Top processes: one is replaced now and then (new series, new schema).
 	if rng.Float64() < 0.01*sec {
-		n.newProc(rng.IntN(topProcs))
+		if i := rng.IntN(topProcs); n.procs[i].job == nil { // a job's ranks stay
+			n.newProc(i)
+		}
 	}
 	for i := range n.procs {
 		p := &n.procs[i]
@@ -399,6 +472,9 @@ func (n *Node) Sample(t time.Time, dt time.Duration, b *metric.Batch) {
 		}
 		b.Add(p.cpu, float64(p.jiffies)/100)
 		b.Add(p.rss, float64(p.rssBytes))
+	}
+	if n.sched != nil {
+		n.jobSeries(job, step, used, b)
 	}
 }
 

@@ -33,6 +33,13 @@ type Options struct {
 	// Replay, if set, makes every node replay this recording (each from
 	// its own offset) instead of the synthetic model; CPUs is then unused.
 	Replay *Recording
+	// Jobs runs a simulated scheduler (seeded by JobSeed) whose jobs load
+	// the nodes and show as the jobs plugin's series; Scheduler, if set,
+	// is used instead of a new one (a caller that lists its jobs). Neither
+	// applies to Replay.
+	Jobs      bool
+	JobSeed   uint64
+	Scheduler *Scheduler
 }
 
 // source is one virtual node's data: the model (Node) or a recording
@@ -67,6 +74,17 @@ func Run(ctx context.Context, o Options) error {
 	}
 	log := o.Log.With("component", "simulate")
 	sch := NewSchema(o.CPUs)
+	sched := o.Scheduler
+	if sched == nil && o.Jobs && o.Replay == nil {
+		var err error
+		sched, err = NewScheduler(SchedulerOptions{Nodes: o.Nodes, First: o.First, CPUs: o.CPUs, Interval: o.Interval, Seed: o.JobSeed})
+		if err != nil {
+			return err
+		}
+	}
+	if sched != nil && o.Replay == nil && (sched.o.Nodes != o.Nodes || sched.o.First != o.First) {
+		return fmt.Errorf("scheduler for %d nodes from %s, simulating %d from %s", sched.o.Nodes, NodeName(sched.o.First), o.Nodes, NodeName(o.First))
+	}
 	var clients []*wire.Client
 	var overruns atomic.Uint64
 	// Where the latency of a tick goes before it leaves: how late it was
@@ -96,7 +114,11 @@ func Run(ctx context.Context, o Options) error {
 				// are not in lockstep.
 				grp.nodes = append(grp.nodes, NewReplayNode(name, o.Replay, i*o.Replay.Ticks()/o.Nodes))
 			} else {
-				grp.nodes = append(grp.nodes, NewNode(name, sch, o.Seed*1_000_003+uint64(o.First+i)))
+				n := NewNode(name, sch, o.Seed*1_000_003+uint64(o.First+i))
+				if sched != nil {
+					n.SetScheduler(sched, i)
+				}
+				grp.nodes = append(grp.nodes, n)
 			}
 			grp.names = append(grp.names, name)
 			grp.streams = append(grp.streams, c.NewStream(name))
@@ -106,6 +128,9 @@ func Run(ctx context.Context, o Options) error {
 		g.Go(func() error { grp.run(ctx); return nil })
 	}
 	perNode, data := sch.Len(), "model"
+	if sched != nil {
+		data = fmt.Sprintf("model with jobs (at most %d running)", sched.o.MaxJobs)
+	}
 	if o.Replay != nil {
 		perNode, data = o.Replay.Series(), fmt.Sprintf("replay of %d ticks (series: all it recorded)", o.Replay.Ticks())
 	}

@@ -120,6 +120,7 @@ func TestRunStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Run("model", func(t *testing.T) { runStreams(t, Options{CPUs: 2}) })
+	t.Run("jobs", func(t *testing.T) { runStreams(t, Options{CPUs: 2, Jobs: true}) })
 	t.Run("replay", func(t *testing.T) { runStreams(t, Options{Replay: rec}) })
 }
 
