@@ -206,25 +206,31 @@ try {
 
   // 10. Jobs view (fixtures of internal/web/jobs_fixture_test.go): newest
   // first, sorted by efficiency from the header, filters in the URL.
+  // The list re-renders after the URL changes: wait (bounded) for the rows
+  // wanted, then read them, so a slow render is not a failure.
+  const rowsNow = async (want) => {
+    await page.waitForFunction((w) => window.__vigil?.jobs?.rows?.join(",") === w, want, { timeout: 5000 }).catch(() => {});
+    return page.evaluate(() => window.__vigil.jobs.rows.join(","));
+  };
   await page.click("nav a[href='#/jobs']");
   await page.waitForFunction(() => window.__vigil?.jobs?.loads >= 1);
-  let jobRows = await page.evaluate(() => window.__vigil.jobs.rows.join(","));
+  let jobRows = await rowsNow("1005,1001,1004_7,1002,1003");
   check(jobRows === "1005,1001,1004_7,1002,1003", `jobs listed newest first: ${jobRows}`);
   const eff = await page.$eval("tr[data-job='1001'] td.eff", (e) => e.textContent);
   check(eff === "—", `a job without summary shows "—" for its efficiency ("${eff}")`);
   await page.click("th[data-sort=cpu]");
   await page.waitForFunction(() => location.hash === "#/jobs?sort=cpu" && window.__vigil?.jobs?.loads >= 1);
-  jobRows = await page.evaluate(() => window.__vigil.jobs.rows.join(","));
+  jobRows = await rowsNow("1004_7,1002,1003,1005,1001");
   check(jobRows === "1004_7,1002,1003,1005,1001", `CPU efficiency ascending, unknown last: ${jobRows}`);
   await page.fill("input[name=user]", "alice");
   await page.press("input[name=user]", "Enter");
   await page.waitForFunction(() => location.hash === "#/jobs?user=alice&sort=cpu" && window.__vigil?.jobs?.loads >= 1);
-  jobRows = await page.evaluate(() => window.__vigil.jobs.rows.join(","));
+  jobRows = await rowsNow("1003,1001");
   check(jobRows === "1003,1001", `user filter in the URL and applied: ${jobRows}`);
   // A shared link opens the same list.
   await page.goto(base + "/#/jobs?partition=gpu&sort=-mem&refresh=off");
   await page.waitForFunction(() => window.__vigil?.jobs?.loads >= 1);
-  check((await page.evaluate(() => window.__vigil.jobs.rows.join(","))) === "1002" && (await page.inputValue("input[name=partition]")) === "gpu",
+  check((await rowsNow("1002")) === "1002" && (await page.inputValue("input[name=partition]")) === "gpu",
     "a shared link restores the filters");
   await page.goto(base + "/#/jobs");
   await page.waitForFunction(() => window.__vigil?.jobs?.loads >= 1);
