@@ -1,0 +1,122 @@
+package jobs
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/vigil-hpc/vigil/internal/duration"
+)
+
+// Register serves the job API on mux (docs/jobs.md):
+//
+//	GET /api/v1/jobs?user=&state=&partition=&since=&limit=
+//	GET /api/v1/jobs/{id}
+func (m *Manager) Register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /api/v1/jobs", m.serveList)
+	mux.HandleFunc("GET /api/v1/jobs/{id}", m.serveGet)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b, _ = json.Marshal(apiError{Status: "error", ErrorType: "internal", Error: err.Error()})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+type apiError struct {
+	Status    string `json:"status"`
+	ErrorType string `json:"errorType"`
+	Error     string `json:"error"`
+}
+
+type apiOK struct {
+	Status string `json:"status"`
+	Data   any    `json:"data"`
+}
+
+// WriteError answers a Prometheus-style error.
+func WriteError(w http.ResponseWriter, status int, typ, msg string) {
+	writeJSON(w, status, apiError{Status: "error", ErrorType: typ, Error: msg})
+}
+
+// WriteData answers {"status":"success","data":v}.
+func WriteData(w http.ResponseWriter, v any) {
+	writeJSON(w, http.StatusOK, apiOK{Status: "success", Data: v})
+}
+
+// ParseFilter reads a list request's parameters, bounded.
+func ParseFilter(r *http.Request, now time.Time) (Filter, error) {
+	q := r.URL.Query()
+	var f Filter
+	for _, p := range []struct {
+		name string
+		dst  *string
+	}{{"user", &f.User}, {"partition", &f.Partition}} {
+		v := q.Get(p.name)
+		if len(v) > MaxStringLen {
+			return f, fmt.Errorf("%s: longer than %d bytes", p.name, MaxStringLen)
+		}
+		*p.dst = v
+	}
+	st := q.Get("state")
+	if len(st) > 32 {
+		return f, fmt.Errorf("state: longer than 32 bytes")
+	}
+	f.State = State(st)
+	if s := q.Get("since"); s != "" {
+		d, err := duration.Parse(s)
+		if err != nil {
+			return f, fmt.Errorf("since: %w", err)
+		}
+		if d > 0 {
+			f.Since = now.Add(-d)
+		}
+	}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxLimit {
+			return f, fmt.Errorf("limit: %q: want 1 to %d", s, MaxLimit)
+		}
+		f.Limit = n
+	}
+	return f, nil
+}
+
+func (m *Manager) serveList(w http.ResponseWriter, r *http.Request) {
+	f, err := ParseFilter(r, time.Now())
+	if err != nil {
+		WriteError(w, http.StatusBadRequest, "bad_data", err.Error())
+		return
+	}
+	js, err := m.idx.List(f)
+	if err != nil {
+		WriteError(w, http.StatusInternalServerError, "internal", err.Error())
+		return
+	}
+	WriteData(w, js)
+}
+
+func (m *Manager) serveGet(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !ValidID(id) {
+		WriteError(w, http.StatusBadRequest, "bad_data", fmt.Sprintf("job id %.70q: want digits, optionally _TASK", id))
+		return
+	}
+	j, err := m.idx.Get(id)
+	if err != nil {
+		WriteError(w, http.StatusInternalServerError, "internal", err.Error())
+		return
+	}
+	if j == nil {
+		WriteError(w, http.StatusNotFound, "not_found", "no such job: "+id)
+		return
+	}
+	WriteData(w, j)
+}
