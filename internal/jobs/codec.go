@@ -58,6 +58,31 @@ func nonNeg(v int64) uint64 {
 	return uint64(v)
 }
 
+// appendNodeRef writes a node of the summary as its place in nodes
+// (1-based; usually the same place) or 0 and its name.
+func appendNodeRef(b []byte, node string, nodes []string) []byte {
+	for i, n := range nodes {
+		if n == node {
+			return binary.AppendUvarint(b, uint64(i+1))
+		}
+	}
+	return appendString(binary.AppendUvarint(b, 0), node)
+}
+
+func (d *decoder) nodeRef(nodes []string, intern func(string) string) string {
+	i := d.uvarint()
+	switch {
+	case d.err != nil:
+		return ""
+	case i == 0:
+		return d.str(intern)
+	case i > uint64(len(nodes)):
+		d.err = fmt.Errorf("node %d of a job of %d", i, len(nodes))
+		return ""
+	}
+	return nodes[i-1]
+}
+
 // appendJob appends j's encoding to b.
 func appendJob(b []byte, j *Job) []byte {
 	b = append(b, codecVersion)
@@ -100,7 +125,7 @@ func appendJob(b []byte, j *Job) []byte {
 		b = binary.AppendUvarint(b, nonNeg(s.WriteBytes))
 		b = binary.AppendUvarint(b, uint64(len(s.PerNode)))
 		for _, n := range s.PerNode {
-			b = appendString(b, n.Node)
+			b = appendNodeRef(b, n.Node, j.Nodes)
 			b = binary.AppendUvarint(b, frac(n.CPUEfficiency))
 			b = binary.AppendUvarint(b, nonNeg(n.MemUsedPeak))
 			b = binary.AppendUvarint(b, nonNeg(n.ReadBytes))
@@ -108,7 +133,7 @@ func appendJob(b []byte, j *Job) []byte {
 		}
 		b = binary.AppendUvarint(b, uint64(len(s.Stragglers)))
 		for _, n := range s.Stragglers {
-			b = appendString(b, n)
+			b = appendNodeRef(b, n, j.Nodes)
 		}
 		b = binary.AppendUvarint(b, uint64(len(s.Notes)))
 		for _, n := range s.Notes {
@@ -252,7 +277,7 @@ func decodeJob(b []byte, intern func(string) string) (*Job, error) {
 		s.PerNode = make([]NodeSummary, d.count(MaxNodes))
 		for i := range s.PerNode {
 			n := &s.PerNode[i]
-			n.Node = d.str(intern)
+			n.Node = d.nodeRef(j.Nodes, intern)
 			n.CPUEfficiency = unfrac(d.uvarint())
 			n.MemUsedPeak = clampInt64(d.uvarint())
 			n.ReadBytes = clampInt64(d.uvarint())
@@ -261,7 +286,7 @@ func decodeJob(b []byte, intern func(string) string) (*Job, error) {
 		if n := d.count(MaxNodes); n > 0 {
 			s.Stragglers = make([]string, n)
 			for i := range s.Stragglers {
-				s.Stragglers[i] = d.str(intern)
+				s.Stragglers[i] = d.nodeRef(j.Nodes, intern)
 			}
 		}
 		if n := d.count(MaxNotes); n > 0 {
