@@ -69,7 +69,7 @@ func appendNodeRef(b []byte, node string, nodes []string) []byte {
 	return appendString(binary.AppendUvarint(b, 0), node)
 }
 
-func (d *decoder) nodeRef(nodes []string, intern func(string) string) string {
+func (d *decoder) nodeRef(nodes []string, intern func([]byte) string) string {
 	i := d.uvarint()
 	switch {
 	case d.err != nil:
@@ -187,7 +187,7 @@ func (d *decoder) count(max int) int {
 	return int(n)
 }
 
-func (d *decoder) str(intern func(string) string) string {
+func (d *decoder) str(intern func([]byte) string) string {
 	n := d.uvarint()
 	if d.err != nil {
 		return ""
@@ -199,7 +199,7 @@ func (d *decoder) str(intern func(string) string) string {
 	s := d.b[:n]
 	d.b = d.b[n:]
 	if intern != nil {
-		return intern(string(s))
+		return intern(s)
 	}
 	return string(s)
 }
@@ -233,7 +233,7 @@ func clampInt64(u uint64) int64 {
 }
 
 // decodeJob decodes one record; intern, if not nil, shares repeated strings.
-func decodeJob(b []byte, intern func(string) string) (*Job, error) {
+func decodeJob(b []byte, intern func([]byte) string) (*Job, error) {
 	if len(b) == 0 || b[0] != codecVersion {
 		return nil, fmt.Errorf("record version %v, want %d", b[:min(len(b), 1)], codecVersion)
 	}

@@ -80,7 +80,20 @@ func Open(dir string, log *slog.Logger) (*Index, error) {
 	return x, nil
 }
 
-func (x *Index) intern(s string) string {
+// intern shares repeated strings (users, partitions, nodes, states);
+// x.mu held for writing, or the index not shared yet.
+func (x *Index) intern(b []byte) string {
+	if v, ok := x.strs[string(b)]; ok {
+		return v
+	}
+	s := string(b)
+	if len(x.strs) < 1<<20 {
+		x.strs[s] = s
+	}
+	return s
+}
+
+func (x *Index) internString(s string) string {
 	if v, ok := x.strs[s]; ok {
 		return v
 	}
@@ -88,6 +101,15 @@ func (x *Index) intern(s string) string {
 		x.strs[s] = s
 	}
 	return s
+}
+
+// shared returns the interned copy of b if there is one; x.mu held for
+// reading at least.
+func (x *Index) shared(b []byte) string {
+	if v, ok := x.strs[string(b)]; ok {
+		return v
+	}
+	return string(b)
 }
 
 // load reads the log, keeping the last record of each job.
@@ -174,7 +196,7 @@ func (x *Index) note(j *Job, off int64, n int32) {
 	} else {
 		x.live -= int64(e.n)
 	}
-	e.user, e.partition, e.state = x.intern(j.User), x.intern(j.Partition), State(x.intern(string(j.State)))
+	e.user, e.partition, e.state = x.internString(j.User), x.internString(j.Partition), State(x.internString(string(j.State)))
 	e.end = 0
 	if !j.End.IsZero() {
 		e.end = j.End.UnixMilli()
@@ -274,9 +296,12 @@ func (x *Index) needsCompaction(minGarbage int64) bool {
 	return x.size-x.live >= minGarbage && 2*x.size > 3*x.live
 }
 
-// read decodes e's record; x.mu held.
-func (x *Index) read(e *entry) (*Job, error) {
-	b := make([]byte, e.n)
+// read decodes e's record into a new Job; buf is scratch space; x.mu held.
+func (x *Index) read(e *entry, buf *[]byte) (*Job, error) {
+	if cap(*buf) < int(e.n) {
+		*buf = make([]byte, max(int(e.n), 4096))
+	}
+	b := (*buf)[:e.n]
 	if _, err := x.f.ReadAt(b, e.off); err != nil {
 		return nil, fmt.Errorf("job index: read job %s: %w", e.id, err)
 	}
@@ -288,7 +313,7 @@ func (x *Index) read(e *entry) (*Job, error) {
 	if crc32.Checksum(p, castagnoli) != binary.LittleEndian.Uint32(b[len(b)-4:]) {
 		return nil, fmt.Errorf("job index: job %s: checksum mismatch at byte %d", e.id, e.off)
 	}
-	return decodeJob(p, nil)
+	return decodeJob(p, x.shared)
 }
 
 // Get returns the job, or nil if the index does not know it.
@@ -299,7 +324,8 @@ func (x *Index) Get(id string) (*Job, error) {
 	if e == nil || x.f == nil {
 		return nil, nil
 	}
-	return x.read(e)
+	var buf []byte
+	return x.read(e, &buf)
 }
 
 // Len is the number of jobs indexed.
@@ -357,8 +383,9 @@ func (x *Index) List(f Filter) ([]*Job, error) {
 		hits = append(hits, e)
 	}
 	out := make([]*Job, 0, len(hits))
+	var buf []byte
 	for _, e := range hits {
-		j, err := x.read(e)
+		j, err := x.read(e, &buf)
 		if err != nil {
 			return out, err
 		}

@@ -62,8 +62,9 @@ type streamTap struct {
 }
 
 type liveJob struct {
-	nodes map[string]*liveNode
-	dirty bool
+	nodes  map[string]*liveNode
+	dirty  bool
+	stored bool // since it was first seen: Nodes are the nodes' names
 }
 
 type liveNode struct {
@@ -260,6 +261,7 @@ func (m *Manager) Run(ctx context.Context) {
 
 type change struct {
 	id    string
+	first bool // the first store since the job was seen
 	nodes []string
 	start time.Time
 	end   time.Time // zero: running
@@ -293,8 +295,8 @@ func (m *Manager) sweep(now time.Time, judge bool) {
 		if !j.dirty && !over {
 			continue
 		}
-		c.id = id
-		j.dirty = false
+		c.id, c.first = id, !j.stored
+		j.dirty, j.stored = false, true
 		if over {
 			delete(m.live, id)
 		}
@@ -305,7 +307,13 @@ func (m *Manager) sweep(now time.Time, judge bool) {
 	for _, c := range changes {
 		slices.Sort(c.nodes)
 		j, err := m.Update(c.id, func(j *Job) {
-			if len(c.nodes) > 0 && !slices.Equal(j.Nodes, c.nodes) {
+			switch {
+			case c.first:
+				// Node labels replace the scheduler's names (the same
+				// hosts, maybe spelt otherwise). After a restart, a
+				// running job's other nodes join at their next ticks.
+				j.Nodes = c.nodes
+			case !slices.Equal(j.Nodes, c.nodes):
 				j.Nodes = mergeNodes(j.Nodes, c.nodes)
 			}
 			if j.Start.IsZero() || (!c.start.IsZero() && c.start.Before(j.Start)) {
