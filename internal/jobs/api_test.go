@@ -1,0 +1,74 @@
+package jobs
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestAPI(t *testing.T) {
+	m := newManager(t, Options{})
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	for _, j := range []*Job{
+		{ID: "1", User: "alice", Partition: "batch", State: StateCompleted, Start: now.Add(-3 * time.Hour), End: now.Add(-2 * time.Hour)},
+		{ID: "2", User: "bob\x1b[31m", Partition: "gpu", State: StateRunning, Start: now.Add(-time.Hour), Nodes: []string{"cn1"}, TimeLimit: Duration(2 * time.Hour)},
+	} {
+		if err := m.Index().Upsert(j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mux := http.NewServeMux()
+	m.Register(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	get := func(path string) (int, map[string]any) {
+		t.Helper()
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var v map[string]any
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatalf("%s: %s is not JSON: %v", path, b, err)
+		}
+		return resp.StatusCode, v
+	}
+	ids := func(v map[string]any) string {
+		var s []string
+		for _, j := range v["data"].([]any) {
+			s = append(s, j.(map[string]any)["id"].(string))
+		}
+		return strings.Join(s, ",")
+	}
+	for path, want := range map[string]string{
+		"/api/v1/jobs": "2,1", "/api/v1/jobs?user=alice": "1", "/api/v1/jobs?state=running": "2",
+		"/api/v1/jobs?state=ended&partition=batch": "1", "/api/v1/jobs?since=90m": "2", "/api/v1/jobs?limit=1": "2",
+		"/api/v1/jobs?user=nobody": "",
+	} {
+		code, v := get(path)
+		if code != 200 || v["status"] != "success" || ids(v) != want {
+			t.Errorf("GET %s: %d %v, want jobs %q", path, code, v, want)
+		}
+	}
+	code, v := get("/api/v1/jobs/2")
+	d, _ := v["data"].(map[string]any)
+	if code != 200 || d["user"] != "bob\x1b[31m" || d["time_limit"] != 7200.0 || d["start"] != now.Add(-time.Hour).Format(time.RFC3339Nano) || d["end"] != nil {
+		t.Errorf("GET /api/v1/jobs/2: %d %v", code, v)
+	}
+	for path, want := range map[string]int{
+		"/api/v1/jobs/3": 404, "/api/v1/jobs/abc": 400, "/api/v1/jobs?limit=0": 400, "/api/v1/jobs?limit=100001": 400,
+		"/api/v1/jobs?since=-1h": 400, "/api/v1/jobs?since=soon": 400, "/api/v1/jobs?user=" + strings.Repeat("x", 300): 400,
+	} {
+		code, v := get(path)
+		typ := map[int]string{404: "not_found", 400: "bad_data"}[want]
+		if code != want || v["status"] != "error" || v["errorType"] != typ || v["error"] == "" {
+			t.Errorf("GET %s: %d %v, want %d %s", path, code, v, want, typ)
+		}
+	}
+}
