@@ -48,7 +48,8 @@ type Manager struct {
 	nodes map[string][]streamTap // per node, per stream of it
 	live  map[string]*liveJob
 
-	wmu sync.Mutex // serialises read-modify-write of the index
+	wmu  sync.Mutex    // serialises read-modify-write of the index
+	wake chan struct{} // a job or node appeared: store it before the interval ends
 
 	m metrics
 }
@@ -90,7 +91,7 @@ func New(o Options) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{idx: idx, log: log, interval: o.Interval, maxLive: o.MaxLive, onEnd: o.OnEnd,
-		nodes: map[string][]streamTap{}, live: map[string]*liveJob{}}
+		nodes: map[string][]streamTap{}, live: map[string]*liveJob{}, wake: make(chan struct{}, 1)}
 	if m.interval <= 0 {
 		m.interval = time.Second
 	}
@@ -225,6 +226,10 @@ func (m *Manager) seen(id, node string, t, now time.Time, running bool) {
 		n = &liveNode{first: t}
 		j.nodes[node] = n
 		j.dirty = true
+		select {
+		case m.wake <- struct{}{}:
+		default:
+		}
 	}
 	n.heard = now
 	if running {
@@ -247,6 +252,7 @@ func (m *Manager) Run(ctx context.Context) {
 	}
 	t := time.NewTicker(m.interval)
 	defer t.Stop()
+	var woke time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -255,6 +261,18 @@ func (m *Manager) Run(ctx context.Context) {
 			return
 		case now := <-t.C:
 			m.sweep(now, true)
+		case <-m.wake:
+			// New jobs are listed at once, but a burst of them costs
+			// at most 10 sweeps a second.
+			if d := time.Until(woke.Add(100 * time.Millisecond)); d > 0 {
+				select {
+				case <-ctx.Done():
+					continue
+				case <-time.After(d):
+				}
+			}
+			woke = time.Now()
+			m.sweep(woke, false)
 		}
 	}
 }
