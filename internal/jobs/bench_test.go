@@ -3,10 +3,13 @@ package jobs
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/vigil-hpc/vigil/internal/metric"
 )
 
 // endedJob is a typical ended job with its summary: 1-4 nodes.
@@ -97,11 +100,18 @@ func millionJobs(b *testing.B) *Index {
 		}
 		x := build(b, millionDir, 1000000)
 		x.Close()
+		var m0, m1 runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m0)
 		t0 := time.Now()
 		if million, err = Open(millionDir, nil); err != nil {
 			b.Fatal(err)
 		}
-		b.Logf("1,000,000 jobs: %d bytes on disk, opened in %v", million.Size(), time.Since(t0))
+		took := time.Since(t0)
+		runtime.GC()
+		runtime.ReadMemStats(&m1)
+		b.Logf("1,000,000 jobs: %d bytes on disk, opened in %v, %d bytes of heap (%d a job)",
+			million.Size(), took, m1.HeapAlloc-m0.HeapAlloc, (m1.HeapAlloc-m0.HeapAlloc)/1000000)
 	})
 	return million
 }
@@ -132,6 +142,39 @@ func BenchmarkList1M(b *testing.B) {
 				n = len(l)
 			}
 			b.ReportMetric(float64(n), "jobs")
+		})
+	}
+}
+
+// BenchmarkTap is ingest's cost of the tap per tick of a node with 300
+// series: without jobs, and with 4 jobs running.
+func BenchmarkTap(b *testing.B) {
+	for _, jobs := range []int{0, 4} {
+		b.Run(fmt.Sprintf("jobs=%d", jobs), func(b *testing.B) {
+			m, err := New(Options{Dir: b.TempDir()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close()
+			var ids []string
+			for i := range jobs {
+				ids = append(ids, strconv.Itoa(100+i))
+			}
+			descs := schema(ids...)
+			for len(descs) < 300 {
+				descs = append(descs, metric.NewDesc(fmt.Sprintf("node_x%d", len(descs)), "", metric.Gauge))
+			}
+			vals := values(descs, 1)
+			nodes := make([]string, 1000)
+			for i := range nodes {
+				nodes[i] = fmt.Sprintf("cn%04d", i)
+			}
+			t0 := time.Now()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				m.Tick(nodes[i%len(nodes)], t0, descs, vals)
+			}
 		})
 	}
 }
