@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -79,4 +80,59 @@ func TestJobCommand(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &got); err != nil || len(got) != 1 || got[0].ID != "102" || got[0].User != "bob\tx" {
 		t.Fatalf("list --json: %s (%v)", out.String(), err)
 	}
+}
+
+// TestJobEventCommand posts a prolog's start and an epilog's end from
+// Slurm's variables; a server that is away does not fail the prolog
+// unless --strict.
+func TestJobEventCommand(t *testing.T) {
+	srv := jobServer(t)
+	t.Setenv("SLURM_JOB_ID", "555")
+	t.Setenv("SLURM_JOB_USER", "dave")
+	t.Setenv("SLURM_JOB_PARTITION", "long")
+	t.Setenv("SLURM_JOB_NODELIST", "cn[1-2]")
+	var out, errb bytes.Buffer
+	if code := Main(context.Background(), []string{"job-event", "start", "--server", srv}, &out, &errb); code != 0 || errb.Len() > 0 {
+		t.Fatalf("job-event start: exit %d: %s", code, errb.String())
+	}
+	t.Setenv("SLURM_JOB_EXIT_CODE", "256") // exit(1)
+	if code := Main(context.Background(), []string{"job-event", "end", "--server", srv}, &out, &errb); code != 0 || errb.Len() > 0 {
+		t.Fatalf("job-event end: exit %d: %s", code, errb.String())
+	}
+	out.Reset()
+	if code := Main(context.Background(), []string{"job", "show", "555", "--server", srv}, &out, &errb); code != 0 {
+		t.Fatalf("job show: exit %d: %s", code, errb.String())
+	}
+	var j jobs.Job
+	if err := json.Unmarshal(out.Bytes(), &j); err != nil {
+		t.Fatal(err)
+	}
+	if j.User != "dave" || j.Partition != "long" || strings.Join(j.Nodes, ",") != "cn1,cn2" || j.State != jobs.StateFailed ||
+		j.ExitCode != 1 || j.Start.IsZero() || j.End.Before(j.Start) {
+		t.Fatalf("job 555 after its events: %+v", j)
+	}
+	away := "http://" + freeAddr(t)
+	errb.Reset()
+	if code := Main(context.Background(), []string{"job-event", "end", "--server", away, "--timeout", "2s"}, &out, &errb); code != 0 || !strings.Contains(errb.String(), "not told") {
+		t.Fatalf("job-event to a server away: exit %d, %q; want 0 and a warning", code, errb.String())
+	}
+	if code := Main(context.Background(), []string{"job-event", "end", "--strict", "--server", away, "--timeout", "2s"}, &out, &errb); code != 1 {
+		t.Fatalf("job-event --strict to a server away: exit %d, want 1", code)
+	}
+	t.Setenv("SLURM_JOB_ID", "")
+	if code := Main(context.Background(), []string{"job-event", "end", "--server", srv}, &out, &errb); code != 2 {
+		t.Fatalf("job-event without SLURM_JOB_ID: exit %d, want 2", code)
+	}
+}
+
+// freeAddr is a loopback address nothing listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
 }

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vigil-hpc/vigil/internal/duration"
@@ -14,9 +16,84 @@ import (
 //
 //	GET /api/v1/jobs?user=&state=&partition=&since=&limit=
 //	GET /api/v1/jobs/{id}
+//	POST /api/v1/jobs/{id}/event (vigil job-event, from Slurm's prolog and epilog)
 func (m *Manager) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/jobs", m.serveList)
 	mux.HandleFunc("GET /api/v1/jobs/{id}", m.serveGet)
+	mux.HandleFunc("POST /api/v1/jobs/{id}/event", m.serveEvent)
+}
+
+// serveEvent takes a prolog's or epilog's word on a job: form fields
+// event (start or end), user, account, partition, name, nodes (a Slurm
+// host list), time (Unix seconds; default now), exit_code ("N" or
+// "N:SIGNAL", end only).
+func (m *Manager) serveEvent(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !ValidID(id) {
+		WriteError(w, http.StatusBadRequest, "bad_data", fmt.Sprintf("job id %.70q: want digits, optionally _TASK", id))
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+	if err := r.ParseForm(); err != nil {
+		WriteError(w, http.StatusBadRequest, "bad_data", err.Error())
+		return
+	}
+	ev, err := parseEvent(id, r.PostForm, time.Now())
+	if err != nil {
+		WriteError(w, http.StatusBadRequest, "bad_data", err.Error())
+		return
+	}
+	j, err := m.Update(id, ev.apply)
+	if err != nil {
+		WriteError(w, http.StatusInternalServerError, "internal", err.Error())
+		return
+	}
+	WriteData(w, j)
+}
+
+func parseEvent(id string, f url.Values, now time.Time) (*slurmJob, error) {
+	for k, v := range f {
+		if len(v) != 1 || len(v[0]) > 4096 {
+			return nil, fmt.Errorf("%s: want one value of at most 4096 bytes", k)
+		}
+	}
+	s := &slurmJob{ID: id, fromHook: true, User: f.Get("user"), Account: f.Get("account"), Partition: f.Get("partition"), Name: f.Get("name")}
+	if n := f.Get("nodes"); n != "" {
+		nodes, err := expandHostlist(n, MaxNodes)
+		if err != nil {
+			return nil, fmt.Errorf("nodes: %w", err)
+		}
+		s.Nodes = nodes
+	}
+	at := now
+	if v := f.Get("time"); v != "" {
+		sec, err := strconv.ParseFloat(v, 64)
+		if err != nil || sec <= 0 || sec > 1e11 {
+			return nil, fmt.Errorf("time: %q: want Unix seconds", v)
+		}
+		at = time.Unix(0, int64(sec*1e9)).UTC()
+	}
+	switch f.Get("event") {
+	case "start":
+		s.State, s.Start = StateRunning, at
+	case "end":
+		s.End, s.State = at, StateEnded
+		if v := f.Get("exit_code"); v != "" {
+			code, sig, _ := strings.Cut(v, ":")
+			n, err := strconv.Atoi(code)
+			if err != nil || n < 0 || n > 255 {
+				return nil, fmt.Errorf("exit_code: %q: want N or N:SIGNAL", v)
+			}
+			s.ExitCode, s.HasExit = n, true
+			s.State = StateCompleted
+			if n != 0 || (sig != "" && sig != "0") {
+				s.State = StateFailed
+			}
+		}
+	default:
+		return nil, fmt.Errorf("event: %q: want start or end", f.Get("event"))
+	}
+	return s, nil
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -72,3 +72,47 @@ func TestAPI(t *testing.T) {
 		}
 	}
 }
+
+func TestAPIEvent(t *testing.T) {
+	m := newManager(t, Options{})
+	mux := http.NewServeMux()
+	m.Register(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	post := func(id, form string) int {
+		t.Helper()
+		resp, err := http.Post(srv.URL+"/api/v1/jobs/"+id+"/event", "application/x-www-form-urlencoded", strings.NewReader(form))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for form, want := range map[string]int{
+		"event=start&user=eve&nodes=cn[1-3]&time=1700000000": 200,
+		"event=begin":                    400,
+		"event=start&time=yesterday":     400,
+		"event=start&nodes=cn[1-999999]": 400,
+		"event=end&exit_code=x":          400,
+		"event=start&user=a&user=b":      400,
+	} {
+		if got := post("77", form); got != want {
+			t.Errorf("POST %q: %d, want %d", form, got, want)
+		}
+	}
+	if got := post("7;7", "event=start"); got != 400 {
+		t.Errorf("POST to a bad id: %d", got)
+	}
+	j, _ := m.Index().Get("77")
+	if j == nil || j.User != "eve" || len(j.Nodes) != 3 || j.State != StateRunning || j.Start.Unix() != 1700000000 {
+		t.Fatalf("job 77 after its start event: %+v", j)
+	}
+	// Slurm's final word stands against an epilog's.
+	m.Update("77", func(j *Job) { j.State = StateTimeout })
+	if got := post("77", "event=end&exit_code=0:0"); got != 200 {
+		t.Fatalf("end event: %d", got)
+	}
+	if j, _ := m.Index().Get("77"); j.State != StateTimeout {
+		t.Fatalf("an epilog's end replaced Slurm's timeout: %+v", j)
+	}
+}

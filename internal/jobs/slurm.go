@@ -235,6 +235,7 @@ type slurmJob struct {
 	State                              State
 	ExitCode                           int
 	HasExit                            bool
+	fromHook                           bool // vigil job-event, not Slurm's commands
 }
 
 // apply fills j from Slurm's word: its metadata; its state unless the
@@ -271,6 +272,15 @@ func (s *slurmJob) apply(j *Job) {
 		j.Start = s.Start
 	}
 	switch {
+	case s.State == StateEnded: // a hook's end without Slurm's word
+		if j.End.IsZero() {
+			j.End = s.End
+		}
+		if !j.State.Final() {
+			j.State = StateEnded
+		}
+	case s.fromHook && s.State.Final() && j.State.Final():
+		// An epilog's completed/failed does not replace Slurm's word.
 	case s.State.Final():
 		j.State = s.State
 		if !s.End.IsZero() {
