@@ -16,7 +16,7 @@ import (
 
 func jobServer(t *testing.T) string {
 	t.Helper()
-	m, err := jobs.New(jobs.Options{Dir: t.TempDir()})
+	m, err := jobs.New(jobs.Options{Dir: t.TempDir(), Events: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,10 @@ func (m *Manager) Register(mux *http.ServeMux) {
 // host list), time (Unix seconds; default now), exit_code ("N" or
 // "N:SIGNAL", end only).
 func (m *Manager) serveEvent(w http.ResponseWriter, r *http.Request) {
+	if !m.events {
+		WriteError(w, http.StatusNotFound, "unavailable", "job events are off: start vigil server with --job-events")
+		return
+	}
 	id := r.PathValue("id")
 	if !ValidID(id) {
 		WriteError(w, http.StatusBadRequest, "bad_data", fmt.Sprintf("job id %.70q: want digits, optionally _TASK", id))

@@ -74,7 +74,15 @@ func TestAPI(t *testing.T) {
 }
 
 func TestAPIEvent(t *testing.T) {
-	m := newManager(t, Options{})
+	off := newManager(t, Options{})
+	offMux := http.NewServeMux()
+	off.Register(offMux)
+	rec := httptest.NewRecorder()
+	offMux.ServeHTTP(rec, httptest.NewRequest("POST", "/api/v1/jobs/1/event", strings.NewReader("event=start")))
+	if rec.Code != 404 || !strings.Contains(rec.Body.String(), "--job-events") {
+		t.Fatalf("event with events off: %d %s", rec.Code, rec.Body.String())
+	}
+	m := newManager(t, Options{Events: true})
 	mux := http.NewServeMux()
 	m.Register(mux)
 	srv := httptest.NewServer(mux)

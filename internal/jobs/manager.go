@@ -27,6 +27,8 @@ type Options struct {
 	// nodes report ended, after it is stored; SetSummary stores what it
 	// computes.
 	OnEnd func(j *Job)
+	// Events turns POST /api/v1/jobs/{id}/event (vigil job-event) on.
+	Events bool
 	// MaxLive bounds the jobs tracked as running (0: 100,000).
 	MaxLive    int
 	Registerer prometheus.Registerer // nil: not registered
@@ -42,6 +44,7 @@ type Manager struct {
 	interval time.Duration
 	maxLive  int
 	onEnd    func(*Job)
+	events   bool
 	slurm    *slurmPoller
 
 	tapMu sync.Mutex
@@ -90,7 +93,7 @@ func New(o Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Manager{idx: idx, log: log, interval: o.Interval, maxLive: o.MaxLive, onEnd: o.OnEnd,
+	m := &Manager{idx: idx, log: log, interval: o.Interval, maxLive: o.MaxLive, onEnd: o.OnEnd, events: o.Events,
 		nodes: map[string][]streamTap{}, live: map[string]*liveJob{}, wake: make(chan struct{}, 1)}
 	if m.interval <= 0 {
 		m.interval = time.Second

@@ -117,6 +117,9 @@ type Config struct {
 	SlurmSqueue   string   `toml:"slurm_squeue"`
 	SlurmInterval Duration `toml:"slurm_interval"`
 	SlurmTimeout  Duration `toml:"slurm_timeout"`
+	// JobEvents takes POST /api/v1/jobs/{id}/event (vigil job-event in
+	// Slurm's prologs and epilogs); off, as it stores what it is sent.
+	JobEvents bool `toml:"job_events"`
 
 	// Log is set by flags only.
 	Log logging.Options `toml:"-"`
@@ -294,6 +297,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Slurm, "slurm", c.Slurm, "complete the job index from Slurm (squeue --json, scontrol show job)")
 	fs.StringVar(&c.SlurmSqueue, "slurm-squeue", c.SlurmSqueue, "path of squeue for --slurm; scontrol is looked for beside it (default: from PATH)")
 	fs.Var(&c.SlurmInterval, "slurm-interval", "how often --slurm asks squeue (default 30s; a job the nodes start asks sooner)")
+	fs.BoolVar(&c.JobEvents, "job-events", c.JobEvents, "take job starts and ends from vigil job-event (POST /api/v1/jobs/{id}/event, as --http is protected)")
 	fs.Var(&c.SlurmTimeout, "slurm-timeout", "give up on one Slurm command after this long (default 10s)")
 	fs.BoolVar(&c.DebugPprof, "debug-pprof", c.DebugPprof, "serve Go's heap, CPU and goroutine profiles under /debug/pprof/ on --http")
 	c.Log.RegisterFlags(fs)
@@ -302,7 +306,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 
 // jobsOptions are the job index's settings.
 func (c Config) jobsOptions(reg prometheus.Registerer, log *slog.Logger) jobs.Options {
-	o := jobs.Options{Dir: jobs.DefaultDir(c.Data), Interval: c.Interval.D(), Registerer: reg, Logger: log.With("component", "jobs")}
+	o := jobs.Options{Dir: jobs.DefaultDir(c.Data), Interval: c.Interval.D(), Events: c.JobEvents, Registerer: reg, Logger: log.With("component", "jobs")}
 	if c.Slurm {
 		o.Slurm = &jobs.SlurmOptions{Squeue: c.SlurmSqueue, Every: c.SlurmInterval.D(), Timeout: c.SlurmTimeout.D()}
 	}
