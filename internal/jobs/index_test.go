@@ -233,3 +233,30 @@ func TestIndexList(t *testing.T) {
 		}
 	}
 }
+
+// TestIndexHugeJob: a 10,000-node job with its per-node summary is one
+// record, read back whole; more nodes than MaxNodes are refused.
+func TestIndexHugeJob(t *testing.T) {
+	x := openT(t, t.TempDir())
+	j := sampleJob("9000")
+	j.Nodes = nil
+	j.Summary.PerNode = nil
+	for i := range 10000 {
+		n := fmt.Sprintf("cn%05d", i)
+		j.Nodes = append(j.Nodes, n)
+		j.Summary.PerNode = append(j.Summary.PerNode, NodeSummary{Node: n, CPUEfficiency: 0.5, MemUsedPeak: 1 << 30})
+	}
+	j.Summary.Stragglers = []string{"cn00042"}
+	if err := x.Upsert(j); err != nil {
+		t.Fatal(err)
+	}
+	got, err := x.Get("9000")
+	if err != nil || !reflect.DeepEqual(got, j) {
+		t.Fatalf("10,000-node job did not come back whole: %v", err)
+	}
+	t.Logf("10,000-node job: %d bytes", x.Size())
+	big := &Job{ID: "9001", Nodes: make([]string, MaxNodes+1)}
+	if err := x.Upsert(big); err == nil {
+		t.Fatal("a job of more than MaxNodes nodes was stored")
+	}
+}

@@ -117,8 +117,33 @@ func New(o Options) (*Manager, error) {
 	}
 	if o.Slurm != nil {
 		m.slurm = newSlurmPoller(*o.Slurm, m)
+	} else if err := m.restore(); err != nil {
+		idx.Close()
+		return nil, err
 	}
 	return m, nil
+}
+
+// restore tracks again the jobs the index has running, as if just heard
+// on their nodes: those no node reports within 3 intervals ended while
+// the server was away (at about its start). With Slurm on, Slurm says.
+func (m *Manager) restore() error {
+	running, err := m.idx.List(Filter{State: StateRunning, Limit: MaxLimit})
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	for _, j := range running {
+		if len(j.Nodes) == 0 || len(m.live) >= m.maxLive {
+			continue
+		}
+		lj := &liveJob{nodes: map[string]*liveNode{}, stored: true}
+		for _, n := range j.Nodes {
+			lj.nodes[n] = &liveNode{first: j.Start, last: now, heard: now}
+		}
+		m.live[j.ID] = lj
+	}
+	return nil
 }
 
 // DefaultDir is the index's directory under a data directory.

@@ -286,3 +286,32 @@ func TestSlurmFields(t *testing.T) {
 		t.Error("slurmState")
 	}
 }
+
+// TestRestoreRunning: a job the index has running when the server starts
+// again is ended if no node reports it within 3 intervals, and stays
+// running on the nodes that do.
+func TestRestoreRunning(t *testing.T) {
+	dir := t.TempDir()
+	x := openT(t, dir)
+	start := time.Now().Add(-time.Hour).UTC().Truncate(time.Millisecond)
+	for _, id := range []string{"1", "2"} {
+		if err := x.Upsert(&Job{ID: id, Nodes: []string{"cn" + id}, Start: start, State: StateRunning}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x.Close()
+	m := newManager(t, Options{Dir: dir})
+	// 5 s pass: job 2 is heard again, job 1 not.
+	m.live["1"].nodes["cn1"].heard = time.Now().Add(-5 * time.Second)
+	d := schema("2")
+	m.Tick("cn2", time.Now(), d, values(d, 1))
+	m.sweep(time.Now(), true)
+	j1, _ := m.Index().Get("1")
+	j2, _ := m.Index().Get("2")
+	if j1.State != StateEnded || j1.End.Before(start) {
+		t.Errorf("job 1, silent since the restart: %+v, want ended", j1)
+	}
+	if j2.State != StateRunning || !j2.Start.Equal(start) {
+		t.Errorf("job 2, still reported: %+v, want running since %v", j2, start)
+	}
+}
