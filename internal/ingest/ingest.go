@@ -26,6 +26,12 @@ type Store interface {
 	Gap(node string, from, to time.Time) error
 }
 
+// Tap watches the decoded streams.
+type Tap interface {
+	Schema(node string, descs []*metric.Desc)
+	Tick(node string, t time.Time, descs []*metric.Desc, values []float64)
+}
+
 // Stats counts what ingest did.
 type Stats struct {
 	Ticks     atomic.Uint64
@@ -57,6 +63,7 @@ type Handler struct {
 	stopOnce sync.Once
 	maxHold  time.Duration
 	expected []string // Options.Expected, set in the liveness table by Run
+	tap      Tap      // Options.Tap, or nil
 }
 
 // New returns a handler; interval is the nodes' sampling interval (a node
@@ -77,7 +84,7 @@ func NewWithOptions(st Store, o Options) *Handler {
 	h := &Handler{
 		store: st, log: log.With("component", "ingest"), interval: interval,
 		live: treestate.NewLiveness(3 * interval),
-		stop: make(chan struct{}), maxHold: DefaultMaxHold, expected: o.Expected,
+		stop: make(chan struct{}), maxHold: DefaultMaxHold, expected: o.Expected, tap: o.Tap,
 	}
 	h.initClocks(o)
 	return h
@@ -109,12 +116,22 @@ func (h *Handler) Tick(node string, t time.Time, descs []*metric.Desc, values []
 	err := h.hold(func() error { return h.store.AppendTick(node, t, descs, values, true) })
 	h.stats.Ticks.Add(1)
 	h.stats.Values.Add(uint64(len(values)))
+	if h.tap != nil {
+		h.tap.Tick(node, t, descs, values)
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, store.ErrTooFarInFuture):
 		h.stats.Errors.Add(1) // judgeClocks warns once per node
 	default:
 		h.fail("store append failed", err)
+	}
+}
+
+// Schema implements wire.Handler: the tap learns the stream changed.
+func (h *Handler) Schema(node string, descs []*metric.Desc) {
+	if h.tap != nil {
+		h.tap.Schema(node, descs)
 	}
 }
 

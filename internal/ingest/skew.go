@@ -38,6 +38,9 @@ type Options struct {
 	// topology); those that have not connected 3 intervals after Run
 	// starts are down (up=0) until they do.
 	Expected []string
+	// Tap, if set, sees every stream's schema and ticks (package jobs
+	// learns which jobs run where); it must be cheap.
+	Tap Tap
 }
 
 // OffsetStore stores a value per node at t in one commit (store.Store).

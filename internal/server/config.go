@@ -4,11 +4,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/vigil-hpc/vigil/internal/duration"
+	"github.com/vigil-hpc/vigil/internal/jobs"
 	"github.com/vigil-hpc/vigil/internal/logging"
 
 	"github.com/vigil-hpc/vigil/internal/config"
@@ -106,6 +110,17 @@ type Config struct {
 	// keeps Config comparable with ==.
 	RemoteWrite *[]remotewrite.Config `toml:"remote_write"`
 
+	// Slurm completes the job index (<data>/jobs, package jobs) from
+	// `squeue --json` every SlurmInterval (0: 30s) and `scontrol show
+	// job`, each bounded by SlurmTimeout (0: 10s); docs/jobs.md.
+	Slurm         bool     `toml:"slurm"`
+	SlurmSqueue   string   `toml:"slurm_squeue"`
+	SlurmInterval Duration `toml:"slurm_interval"`
+	SlurmTimeout  Duration `toml:"slurm_timeout"`
+	// JobEvents takes POST /api/v1/jobs/{id}/event (vigil job-event in
+	// Slurm's prologs and epilogs); off, as it stores what it is sent.
+	JobEvents bool `toml:"job_events"`
+
 	// Log is set by flags only.
 	Log logging.Options `toml:"-"`
 	// DebugPprof serves Go's profiles under /debug/pprof/ on HTTP (behind
@@ -177,6 +192,7 @@ func (c Config) validate() error {
 		{"query_max_samples", "", int64(c.QueryMaxSamples)}, {"query_max_concurrent", "query-max-concurrency", int64(c.QueryMaxConcurrent)},
 		{"query_max_queued", "", int64(c.QueryMaxQueued)}, {"query_max_length", "", int64(c.QueryMaxLength)}, {"query_max_results", "", int64(c.QueryMaxResults)},
 		{"logs_retention", "", int64(c.LogsRetention)}, {"logs_max_bytes", "", c.LogsMaxBytes},
+		{"slurm_interval", "", int64(c.SlurmInterval)}, {"slurm_timeout", "", int64(c.SlurmTimeout)},
 	} {
 		if v.n < 0 {
 			errs = append(errs, &config.FieldError{Key: v.key, Flag: v.flag, Msg: "must not be negative"})
@@ -278,7 +294,21 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&c.QueryTimeout, "query-timeout", "maximum time one query may take (default 2m)")
 	fs.IntVar(&c.QueryMaxSamples, "query-max-samples", c.QueryMaxSamples, "maximum samples one query may load (default 50000000)")
 	fs.IntVar(&c.QueryMaxConcurrent, "query-max-concurrency", c.QueryMaxConcurrent, "maximum heavy queries evaluated at once (default: the number of cores)")
+	fs.BoolVar(&c.Slurm, "slurm", c.Slurm, "complete the job index from Slurm (squeue --json, scontrol show job)")
+	fs.StringVar(&c.SlurmSqueue, "slurm-squeue", c.SlurmSqueue, "path of squeue for --slurm; scontrol is looked for beside it (default: from PATH)")
+	fs.Var(&c.SlurmInterval, "slurm-interval", "how often --slurm asks squeue (default 30s; a job the nodes start asks sooner)")
+	fs.BoolVar(&c.JobEvents, "job-events", c.JobEvents, "take job starts and ends from vigil job-event (POST /api/v1/jobs/{id}/event, as --http is protected)")
+	fs.Var(&c.SlurmTimeout, "slurm-timeout", "give up on one Slurm command after this long (default 10s)")
 	fs.BoolVar(&c.DebugPprof, "debug-pprof", c.DebugPprof, "serve Go's heap, CPU and goroutine profiles under /debug/pprof/ on --http")
 	c.Log.RegisterFlags(fs)
 	fs.Var(&remoteWriteFlag{p: &c.RemoteWrite}, "remote-write", "also send what the tree streams in (--listen) to this Prometheus remote-write URL (repeatable or comma list; replaces the file's remote_write)")
+}
+
+// jobsOptions are the job index's settings.
+func (c Config) jobsOptions(reg prometheus.Registerer, log *slog.Logger) jobs.Options {
+	o := jobs.Options{Dir: jobs.DefaultDir(c.Data), Interval: c.Interval.D(), Events: c.JobEvents, Registerer: reg, Logger: log.With("component", "jobs")}
+	if c.Slurm {
+		o.Slurm = &jobs.SlurmOptions{Squeue: c.SlurmSqueue, Every: c.SlurmInterval.D(), Timeout: c.SlurmTimeout.D()}
+	}
+	return o
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/vigil-hpc/vigil/internal/httpsec"
 	"github.com/vigil-hpc/vigil/internal/ingest"
+	"github.com/vigil-hpc/vigil/internal/jobs"
 	"github.com/vigil-hpc/vigil/internal/logs/logsvc"
 	"github.com/vigil-hpc/vigil/internal/logs/syslog"
 	"github.com/vigil-hpc/vigil/internal/query"
@@ -57,6 +58,7 @@ type Server struct {
 	rwOut  *remotewrite.Writer // forwards ingested ticks (issue 4)
 	web    *web.Handler
 	logs   *logsvc.Service // nil unless syslog intake is configured
+	jobs   *jobs.Manager   // the job index (docs/jobs.md)
 	mux    *http.ServeMux
 	reg    *prometheus.Registry
 	httpm  *httpsec.Metrics
@@ -150,6 +152,10 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		MaxQueued: cfg.QueryMaxQueued, MaxQueryLength: cfg.QueryMaxLength, MaxResults: cfg.QueryMaxResults,
 		Registerer: s.reg,
 	})
+	if s.jobs, err = jobs.New(cfg.jobsOptions(s.reg, log)); err != nil {
+		return nil, errors.Join(err, s.Close())
+	}
+	s.jobs.Register(s.mux)
 	s.rw = NewRemoteWrite(st, log.With("component", "remote_write"))
 	s.rw.register(s.reg)
 	s.rw.forward = s.rwOut
@@ -214,6 +220,9 @@ func (s *Server) endOnStop(h http.Handler) http.Handler {
 	})
 }
 
+// Jobs is the server's job index.
+func (s *Server) Jobs() *jobs.Manager { return s.jobs }
+
 // Store is the server's store.
 func (s *Server) Store() *store.Store { return s.store }
 
@@ -254,6 +263,7 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 	if s.rollup != nil {
 		g.Go(func() error { return s.rollup.Run(gctx) })
 	}
+	g.Go(func() error { s.jobs.Run(gctx); return nil })
 	if len(s.cfg.remoteWrite()) > 0 {
 		// Remote write out sends what the tree and remote write in stored.
 		g.Go(func() error { return s.rwOut.Run(gctx) })
@@ -264,7 +274,7 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 			ist = s.rwOut.Tap(s.store)
 		}
 		h := ingest.NewWithOptions(ist, ingest.Options{Interval: s.cfg.Interval.D(), MaxClockOffset: s.cfg.MaxFuture.D(),
-			Offsets: s.store, Registerer: s.reg, Logger: s.log, Expected: s.expected})
+			Offsets: s.store, Registerer: s.reg, Logger: s.log, Expected: s.expected, Tap: s.jobs})
 		s.registerIngest(h)
 		g.Go(func() error { h.Run(gctx); return nil })
 		g.Go(func() error {
@@ -289,6 +299,9 @@ func (s *Server) Close() error {
 	var errs []error
 	if s.logs != nil {
 		errs = append(errs, s.logs.Close())
+	}
+	if s.jobs != nil {
+		errs = append(errs, s.jobs.Close())
 	}
 	if s.rollup != nil {
 		errs = append(errs, s.rollup.Close())

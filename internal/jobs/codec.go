@@ -1,0 +1,304 @@
+package jobs
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// A record is one Job, encoded compactly (docs/format/jobs.md): varints,
+// times as milliseconds relative to the one before, fractions in units of
+// 1/10,000, so an ended job with its summary takes about 100 bytes.
+
+const codecVersion = 1
+
+// Which optional parts a record has (the flags varint).
+const (
+	hasSummary = 1 << iota
+)
+
+var errShort = errors.New("record ends early")
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendMillis(b []byte, t, rel time.Time) (int64, []byte) {
+	if t.IsZero() {
+		return 0, append(b, 0) // zigzag 0: unknown
+	}
+	ms := t.UnixMilli()
+	d := ms - rel.UnixMilli()
+	if rel.IsZero() {
+		d = ms
+	}
+	return ms, binary.AppendUvarint(b, zigzag(d)+1) // 0 is "unknown"
+}
+
+func zigzag(v int64) uint64   { return uint64(v<<1) ^ uint64(v>>63) }
+func unzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
+
+func frac(f float64) uint64 {
+	if !(f > 0) { // NaN and negatives
+		return 0
+	}
+	if f > 100 {
+		f = 100
+	}
+	return uint64(math.Round(f * 1e4))
+}
+
+func nonNeg(v int64) uint64 {
+	if v < 0 {
+		return 0
+	}
+	return uint64(v)
+}
+
+// appendNodeRef writes a node of the summary as its place in nodes
+// (1-based; usually the same place) or 0 and its name.
+func appendNodeRef(b []byte, node string, nodes []string) []byte {
+	for i, n := range nodes {
+		if n == node {
+			return binary.AppendUvarint(b, uint64(i+1))
+		}
+	}
+	return appendString(binary.AppendUvarint(b, 0), node)
+}
+
+func (d *decoder) nodeRef(nodes []string, intern func([]byte) string) string {
+	i := d.uvarint()
+	switch {
+	case d.err != nil:
+		return ""
+	case i == 0:
+		return d.str(intern)
+	case i > uint64(len(nodes)):
+		d.err = fmt.Errorf("node %d of a job of %d", i, len(nodes))
+		return ""
+	}
+	return nodes[i-1]
+}
+
+// appendJob appends j's encoding to b.
+func appendJob(b []byte, j *Job) []byte {
+	b = append(b, codecVersion)
+	b = appendString(b, j.ID)
+	var flags uint64
+	if j.Summary != nil {
+		flags |= hasSummary
+	}
+	b = binary.AppendUvarint(b, flags)
+	b = appendString(b, string(j.State))
+	b = appendString(b, j.User)
+	b = appendString(b, j.Account)
+	b = appendString(b, j.Partition)
+	b = appendString(b, j.Name)
+	b = binary.AppendUvarint(b, uint64(len(j.Nodes)))
+	for _, n := range j.Nodes {
+		b = appendString(b, n)
+	}
+	b = binary.AppendUvarint(b, nonNeg(int64(j.CPUs)))
+	b = binary.AppendUvarint(b, nonNeg(j.MemBytes))
+	b = binary.AppendUvarint(b, nonNeg(int64(j.GPUs)))
+	b = binary.AppendUvarint(b, nonNeg(int64(time.Duration(j.TimeLimit)/time.Second)))
+	// Submit absolute, start relative to submit (or absolute), end to start.
+	var rel time.Time
+	_, b = appendMillis(b, j.Submit, rel)
+	if !j.Submit.IsZero() {
+		rel = j.Submit
+	}
+	_, b = appendMillis(b, j.Start, rel)
+	if !j.Start.IsZero() {
+		rel = j.Start
+	}
+	_, b = appendMillis(b, j.End, rel)
+	b = binary.AppendVarint(b, int64(j.ExitCode))
+	if s := j.Summary; s != nil {
+		b = binary.AppendUvarint(b, frac(s.CPUEfficiency))
+		b = binary.AppendUvarint(b, nonNeg(s.MemUsedPeak))
+		b = binary.AppendUvarint(b, frac(s.MemEfficiency))
+		b = binary.AppendUvarint(b, nonNeg(s.ReadBytes))
+		b = binary.AppendUvarint(b, nonNeg(s.WriteBytes))
+		b = binary.AppendUvarint(b, uint64(len(s.PerNode)))
+		for _, n := range s.PerNode {
+			b = appendNodeRef(b, n.Node, j.Nodes)
+			b = binary.AppendUvarint(b, frac(n.CPUEfficiency))
+			b = binary.AppendUvarint(b, nonNeg(n.MemUsedPeak))
+			b = binary.AppendUvarint(b, nonNeg(n.ReadBytes))
+			b = binary.AppendUvarint(b, nonNeg(n.WriteBytes))
+		}
+		b = binary.AppendUvarint(b, uint64(len(s.Stragglers)))
+		for _, n := range s.Stragglers {
+			b = appendNodeRef(b, n, j.Nodes)
+		}
+		b = binary.AppendUvarint(b, uint64(len(s.Notes)))
+		for _, n := range s.Notes {
+			b = appendString(b, n)
+		}
+	}
+	return b
+}
+
+// decoder reads a record; the first error sticks.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = errShort
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = errShort
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// count reads a list length, at most max and at most one per byte left.
+func (d *decoder) count(max int) int {
+	n := d.uvarint()
+	if n > uint64(max) || n > uint64(len(d.b)) {
+		if d.err == nil {
+			d.err = fmt.Errorf("list of %d items: more than the record or the limit (%d) holds", n, max)
+		}
+		return 0
+	}
+	return int(n)
+}
+
+func (d *decoder) str(intern func([]byte) string) string {
+	n := d.uvarint()
+	if d.err != nil {
+		return ""
+	}
+	if n > uint64(len(d.b)) {
+		d.err = errShort
+		return ""
+	}
+	s := d.b[:n]
+	d.b = d.b[n:]
+	if intern != nil {
+		return intern(s)
+	}
+	return string(s)
+}
+
+func (d *decoder) millis(rel time.Time) time.Time {
+	u := d.uvarint()
+	if u == 0 || d.err != nil {
+		return time.Time{}
+	}
+	ms := unzigzag(u - 1)
+	if !rel.IsZero() {
+		ms += rel.UnixMilli()
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+func unfrac(u uint64) float64 { return float64(u) / 1e4 }
+
+func clampInt(u uint64) int {
+	if u > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return int(u)
+}
+
+func clampInt64(u uint64) int64 {
+	if u > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(u)
+}
+
+// decodeJob decodes one record; intern, if not nil, shares repeated strings.
+func decodeJob(b []byte, intern func([]byte) string) (*Job, error) {
+	if len(b) == 0 || b[0] != codecVersion {
+		return nil, fmt.Errorf("record version %v, want %d", b[:min(len(b), 1)], codecVersion)
+	}
+	d := &decoder{b: b[1:]}
+	j := &Job{}
+	j.ID = d.str(nil)
+	flags := d.uvarint()
+	j.State = State(d.str(intern))
+	j.User = d.str(intern)
+	j.Account = d.str(intern)
+	j.Partition = d.str(intern)
+	j.Name = d.str(nil)
+	if n := d.count(MaxNodes); n > 0 {
+		j.Nodes = make([]string, n)
+		for i := range j.Nodes {
+			j.Nodes[i] = d.str(intern)
+		}
+	}
+	j.CPUs = clampInt(d.uvarint())
+	j.MemBytes = clampInt64(d.uvarint())
+	j.GPUs = clampInt(d.uvarint())
+	j.TimeLimit = Duration(time.Duration(min(d.uvarint(), uint64(math.MaxInt64/int64(time.Second)))) * time.Second)
+	var rel time.Time
+	j.Submit = d.millis(rel)
+	if !j.Submit.IsZero() {
+		rel = j.Submit
+	}
+	j.Start = d.millis(rel)
+	if !j.Start.IsZero() {
+		rel = j.Start
+	}
+	j.End = d.millis(rel)
+	j.ExitCode = int(max(min(d.varint(), math.MaxInt32), math.MinInt32))
+	if flags&hasSummary != 0 {
+		s := &Summary{}
+		s.CPUEfficiency = unfrac(d.uvarint())
+		s.MemUsedPeak = clampInt64(d.uvarint())
+		s.MemEfficiency = unfrac(d.uvarint())
+		s.ReadBytes = clampInt64(d.uvarint())
+		s.WriteBytes = clampInt64(d.uvarint())
+		s.PerNode = make([]NodeSummary, d.count(MaxNodes))
+		for i := range s.PerNode {
+			n := &s.PerNode[i]
+			n.Node = d.nodeRef(j.Nodes, intern)
+			n.CPUEfficiency = unfrac(d.uvarint())
+			n.MemUsedPeak = clampInt64(d.uvarint())
+			n.ReadBytes = clampInt64(d.uvarint())
+			n.WriteBytes = clampInt64(d.uvarint())
+		}
+		if n := d.count(MaxNodes); n > 0 {
+			s.Stragglers = make([]string, n)
+			for i := range s.Stragglers {
+				s.Stragglers[i] = d.nodeRef(j.Nodes, intern)
+			}
+		}
+		if n := d.count(MaxNotes); n > 0 {
+			s.Notes = make([]string, n)
+			for i := range s.Notes {
+				s.Notes[i] = d.str(nil)
+			}
+		}
+		j.Summary = s
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return j, nil
+}

@@ -1,0 +1,95 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/vigil-hpc/vigil/internal/duration"
+	"github.com/vigil-hpc/vigil/internal/jobs"
+	"github.com/vigil-hpc/vigil/internal/metric"
+	"github.com/vigil-hpc/vigil/internal/wire"
+)
+
+// TestJobsFromStream streams a node's ticks with the jobs plugin's
+// series over the wire (ingest's tap): the job is listed running with
+// its node while the ticks say 1, ended once they say 0.
+func TestJobsFromStream(t *testing.T) {
+	data := t.TempDir()
+	fast := func(c *Config) { c.Data = data; c.Interval = duration.Duration(100 * time.Millisecond) }
+	_, srv, addr := startServerStream(t, true, fast)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c, err := wire.NewClient(wire.ClientOptions{Addrs: []string{addr}, Name: "cn7", Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = c.Run(ctx) }()
+	st := c.NewStream("cn7")
+	load := metric.NewDesc("node_load1", "", metric.Gauge)
+	running := metric.NewDesc("vigil_job_running", "", metric.Gauge, "jobid", "4242")
+	cpus := metric.NewDesc("vigil_job_cpus", "", metric.Gauge, "jobid", "4242")
+	send := func(v float64, withJob bool) {
+		var b metric.Batch
+		b.Reset(time.Now())
+		b.Add(load, 1)
+		if withJob {
+			b.Add(running, v)
+			b.Add(cpus, 4)
+		}
+		c.Tick(st, b.Time, b.Descs, b.Values)
+	}
+	job := func(srv string) (int, jobs.Job) {
+		resp, err := http.Get(srv + "/api/v1/jobs/4242")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var v struct{ Data jobs.Job }
+		json.NewDecoder(resp.Body).Decode(&v)
+		return resp.StatusCode, v.Data
+	}
+	send(1, false)
+	if code, _ := job(srv); code != http.StatusNotFound {
+		t.Fatalf("an unknown job answered %d", code)
+	}
+	start := time.Now()
+	var j jobs.Job
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		send(1, true)
+		if code, got := job(srv); code == 200 {
+			j = got
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("job 4242 not listed 10 s after its first tick")
+		}
+	}
+	if j.State != jobs.StateRunning || len(j.Nodes) != 1 || j.Nodes[0] != "cn7" || j.Start.Before(start.Add(-time.Second)) {
+		t.Fatalf("job while running: %+v", j)
+	}
+	send(0, true)
+	send(1, false)
+	for deadline := time.Now().Add(10 * time.Second); j.State != jobs.StateEnded; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("job 4242 is %+v 10 s after its running 0", j)
+		}
+		_, j = job(srv)
+	}
+	if j.End.Before(j.Start) {
+		t.Fatalf("ended job: %+v", j)
+	}
+	resp, err := http.Get(srv + "/api/v1/jobs?state=ended")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l struct{ Data []jobs.Job }
+	json.NewDecoder(resp.Body).Decode(&l)
+	resp.Body.Close()
+	if len(l.Data) != 1 || l.Data[0].ID != "4242" {
+		t.Fatalf("list of ended jobs: %+v", l.Data)
+	}
+}
