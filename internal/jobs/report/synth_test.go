@@ -17,7 +17,7 @@ type nodeLoad func(i int) (cores, mem, readRate, writeRate float64)
 // jobDescs are the jobs plugin's series of one job.
 type jobDescs struct {
 	running, user, system, cpus, mem, limit, ooms, read, write *metric.Desc
-	all                                                         []*metric.Desc
+	all                                                        []*metric.Desc
 }
 
 func newJobDescs(id string) *jobDescs {
