@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -42,8 +43,8 @@ func WriteText(w io.Writer, r *Report) error {
 	if len(nodes) > 0 {
 		field("Nodes", fmt.Sprintf("%d (%s)", len(nodes), list(nodes)))
 	}
-	if r.CPUs > 0 {
-		field("Cores", fmt.Sprint(r.CPUs))
+	if c := cmp.Or(r.CPUs, j.CPUs); c > 0 {
+		field("Cores", fmt.Sprint(c))
 	}
 	if j.GPUs > 0 {
 		field("GPUs", fmt.Sprint(j.GPUs))
