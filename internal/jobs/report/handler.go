@@ -58,8 +58,21 @@ func writeError(w http.ResponseWriter, status int, typ, msg string) {
 }
 
 // APIQuerier runs a report's queries through the server's query API, with
-// its limits and lanes.
-type APIQuerier struct{ API *query.API }
+// its limits and lanes. Watermark, when set, is the store's
+// Rollup.Watermark: the report then reads long jobs from the rollups (the
+// API must serve the rollup Queryable, as the server's does).
+type APIQuerier struct {
+	API       *query.API
+	Watermark func() time.Time
+}
+
+// RollupWatermark is the end of the rolled-up time, zero without rollups.
+func (a APIQuerier) RollupWatermark() time.Time {
+	if a.Watermark == nil {
+		return time.Time{}
+	}
+	return a.Watermark()
+}
 
 // Range evaluates qs; the answer is copied out of the engine's pools.
 func (a APIQuerier) Range(ctx context.Context, qs string, start, end time.Time, step time.Duration) (promql.Matrix, error) {

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/prometheus/promql"
 
 	"github.com/vigil-hpc/vigil/internal/jobs"
+	"github.com/vigil-hpc/vigil/internal/store"
 )
 
 // Querier evaluates a PromQL range query; a query with start == end is an
@@ -186,15 +187,21 @@ type nodeAcc struct {
 // twice is the sum of its queries (CPU: user + system, queried apart
 // because rate drops the metric name and the two would collide). Windows
 // are the step (at least minWindow), so each sample is read about once.
-func rangeQueries(id string, win time.Duration) [][2]string {
+func rangeQueries(id string, win time.Duration, rollup bool) [][2]string {
 	w := promDur(win)
+	sel := func(name string) string {
+		if rollup {
+			return fmt.Sprintf(`%s{jobid=%s,%s=%q}`, name, strconv.Quote(id), store.RollupLabel, store.AggMax)
+		}
+		return selector(name, id)
+	}
 	rate := func(name string) string {
-		return fmt.Sprintf(`sum by (node) (rate(%s[%s]))`, selector(name, id), w)
+		return fmt.Sprintf(`sum by (node) (rate(%s[%s]))`, sel(name), w)
 	}
 	return [][2]string{
 		{MetricCPU, rate("vigil_job_cpu_user_seconds_total")},
 		{MetricCPU, rate("vigil_job_cpu_system_seconds_total")},
-		{MetricMemory, fmt.Sprintf(`max by (node) (max_over_time(%s[%s]))`, selector("vigil_job_memory_used_bytes", id), w)},
+		{MetricMemory, fmt.Sprintf(`max by (node) (max_over_time(%s[%s]))`, sel("vigil_job_memory_used_bytes"), w)},
 		{MetricRead, rate("vigil_job_read_bytes_total")},
 		{MetricWrite, rate("vigil_job_write_bytes_total")},
 	}
@@ -263,46 +270,31 @@ func fromStore(ctx context.Context, q Querier, r *Report, start, end time.Time) 
 		}
 	}
 	// Series, over the run: the first step is a window after the start.
-	from := start.Add(step)
-	if from.After(end) {
-		from = end
-	}
+	// Where the server's rollups cover the job and a step is at least a
+	// rollup minute, the series come from the rollups' per-minute maxima
+	// (a counter's maximum in a minute is its value at the minute's end,
+	// a gauge's is its peak) up to the watermark, and from raw samples
+	// after it: a day of a thousand nodes is then 60 times fewer samples.
 	nodeSeries := map[string]map[string][]Point{}
-	for _, rq := range rangeQueries(id, win) {
-		m, err := q.Range(ctx, rq[1], from, end, step)
-		if err != nil {
-			return false, fmt.Errorf("job %s: %s series: %w", id, rq[0], err)
+	split := start
+	if wm := watermark(q); step >= store.RollupStep && wm.After(start.Add(2*step)) {
+		step = (step + store.RollupStep - 1) / store.RollupStep * store.RollupStep
+		win = step
+		if wm.After(end) {
+			wm = end
 		}
-		byNode := nodeSeries[rq[0]]
-		merge := byNode != nil
-		if !merge {
-			byNode = map[string][]Point{}
+		split = start.Add(wm.Sub(start) / step * step)
+		if err := seriesOver(ctx, q, id, start.Add(step), split, step, win, true, nodeSeries, get, &found); err != nil {
+			return false, err
 		}
-		for _, s := range m {
-			n := nodeOf(s)
-			if n == "" {
-				continue
-			}
-			pts := make([]Point, 0, len(s.Floats))
-			for _, p := range s.Floats {
-				if finite(p.F) {
-					pts = append(pts, Point{float64(p.T) / 1000, p.F})
-				}
-			}
-			if len(pts) == 0 {
-				continue
-			}
-			if merge {
-				if prev, ok := byNode[n]; ok {
-					pts = addPoints(prev, pts)
-				}
-			}
-			byNode[n] = pts
-			a := get(n)
-			a.seen = true
-			found = true
+	}
+	if from := split.Add(step); !split.Equal(end) {
+		if from.After(end) {
+			from = end
 		}
-		nodeSeries[rq[0]] = byNode
+		if err := seriesOver(ctx, q, id, from, end, step, win, false, nodeSeries, get, &found); err != nil {
+			return false, err
+		}
 	}
 	if !found {
 		return false, nil
@@ -376,6 +368,67 @@ func fromStore(ctx context.Context, q Querier, r *Report, start, end time.Time) 
 	r.Summary = s
 	r.Summary.Notes = notes(r)
 	return true, nil
+}
+
+// seriesOver adds the per-node series from..end to nodeSeries, appending
+// to what an earlier part left.
+func seriesOver(ctx context.Context, q Querier, id string, from, end time.Time, step, win time.Duration, rollup bool,
+	nodeSeries map[string]map[string][]Point, get func(string) *nodeAcc, found *bool) error {
+	part := map[string]map[string][]Point{}
+	for _, rq := range rangeQueries(id, win, rollup) {
+		m, err := q.Range(ctx, rq[1], from, end, step)
+		if err != nil {
+			return fmt.Errorf("job %s: %s series: %w", id, rq[0], err)
+		}
+		byNode := part[rq[0]]
+		merge := byNode != nil
+		if !merge {
+			byNode = map[string][]Point{}
+		}
+		for _, s := range m {
+			n := nodeOf(s)
+			if n == "" {
+				continue
+			}
+			pts := make([]Point, 0, len(s.Floats))
+			for _, p := range s.Floats {
+				if finite(p.F) {
+					pts = append(pts, Point{float64(p.T) / 1000, p.F})
+				}
+			}
+			if len(pts) == 0 {
+				continue
+			}
+			if merge {
+				if prev, ok := byNode[n]; ok {
+					pts = addPoints(prev, pts)
+				}
+			}
+			byNode[n] = pts
+			get(n).seen = true
+			*found = true
+		}
+		part[rq[0]] = byNode
+	}
+	for metric, byNode := range part {
+		all := nodeSeries[metric]
+		if all == nil {
+			all = map[string][]Point{}
+			nodeSeries[metric] = all
+		}
+		for n, pts := range byNode {
+			all[n] = append(all[n], pts...)
+		}
+	}
+	return nil
+}
+
+// watermark is the end of the rollups q can read, zero without any.
+func watermark(q Querier) time.Time {
+	if w, ok := q.(interface{ RollupWatermark() time.Time }); ok {
+		return w.RollupWatermark()
+	}
+	return time.Time{}
 }
 
 // jobTotals accumulates the whole job.

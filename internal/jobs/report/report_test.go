@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/internal/jobs"
+	"github.com/vigil-hpc/vigil/internal/query"
+	"github.com/vigil-hpc/vigil/internal/store"
 	"github.com/vigil-hpc/vigil/internal/testutil"
 )
 
@@ -240,6 +242,81 @@ func TestSuggestMem(t *testing.T) {
 	} {
 		if got := suggestMem(tc.peak); got != tc.want {
 			t.Errorf("suggestMem(%s) = %s, want %s", size(tc.peak), size(got), size(tc.want))
+		}
+	}
+}
+
+// TestReportFromRollups checks that a long job read through the server's
+// rollups (series from per-minute maxima up to the watermark, raw after
+// it) gives the raw figures and the same straggler.
+func TestReportFromRollups(t *testing.T) {
+	dir := t.TempDir()
+	st, err := store.Open(store.Options{Dir: dir, Job: "node", MinFreeBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ru, err := store.OpenRollup(st, store.RollupOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ru.Close()
+	nodes := nodeNames(4)
+	dur := 10 * time.Hour
+	loads := make([]nodeLoad, 4)
+	for k := range loads {
+		loads[k] = func(i int) (float64, float64, float64, float64) {
+			cores, mem := 8.0, 2.0*gib
+			if k == 2 && i > 4*3600 {
+				cores = 3
+			}
+			if k == 0 && i == 5*3600+17 {
+				mem = 5 * gib
+			}
+			return cores, mem, 0, 0
+		}
+	}
+	synthJob(t, st, "31", nodes, loads, 8, 0, t0, dur, time.Second, 0)
+	// Roll up all but the last 2 hours: both parts are read.
+	if _, err := ru.Step(context.Background(), t0.Add(8*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	job := jobs.Job{ID: "31", Nodes: nodes, CPUs: 32, MemBytes: 64 * gib, Start: t0, End: t0.Add(dur), State: jobs.Completed}
+	api := query.New(ru.Queryable(), query.Options{})
+	raw, err := Build(context.Background(), APIQuerier{API: api}, job, t0.Add(dur+time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rolled, err := Build(context.Background(), APIQuerier{API: api, Watermark: ru.Watermark}, job, t0.Add(dur+time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rolled.Step != jobs.Duration(2*time.Minute) || raw.Step != jobs.Duration(72*time.Second) {
+		t.Errorf("steps %v (rollups) and %v (raw), want 2m and 72s", time.Duration(rolled.Step), time.Duration(raw.Step))
+	}
+	want := (3*8*10.0 + 3*6 + 8*4) / (32 * 10)
+	for name, r := range map[string]*Report{"raw": raw, "rollups": rolled} {
+		s := r.Summary
+		if math.Abs(s.CPUEfficiency-want)/want > 0.01 {
+			t.Errorf("%s: CPU efficiency %.4f, want %.4f", name, s.CPUEfficiency, want)
+		}
+		if s.MemUsedPeak != 11*gib || s.PerNode[0].MemUsedPeak != 5*gib {
+			t.Errorf("%s: memory peak %s (cn1 %s), want 11 GiB (5 GiB)", name, size(s.MemUsedPeak), size(s.PerNode[0].MemUsedPeak))
+		}
+		if len(r.Stragglers) != 1 || r.Stragglers[0].Node != "cn3" || math.Abs(r.Stragglers[0].Deficit-5.0/8) > 0.03 {
+			t.Errorf("%s: stragglers %+v, want cn3 about 62 %% below", name, r.Stragglers)
+		}
+		cpu := r.Series[MetricCPU]
+		steps := int(dur / time.Duration(r.Step))
+		if n := len(cpu.Nodes["cn1"]); n < steps-2 || n > steps || n > MaxPoints {
+			t.Errorf("%s: %d CPU points for cn1, want about %d", name, n, steps)
+		}
+	}
+	// The seam: points stay in time order, one per step.
+	pts := rolled.Series[MetricCPU].Nodes["cn1"]
+	for i := 1; i < len(pts); i++ {
+		if pts[i][0]-pts[i-1][0] != 120 {
+			t.Fatalf("cn1 points %d and %d are %v s apart", i-1, i, pts[i][0]-pts[i-1][0])
 		}
 	}
 }
