@@ -41,7 +41,7 @@ func wasteJob(t *testing.T) (jobs.Job, Querier) {
 			return cores, mem, 10 * mib, 1 * mib
 		}
 	}
-	synthJob(t, st, "4242", nodes, loads, 16, 16*gib, t0, time.Hour, time.Second, 0)
+	synthJob(t, st, "4242", nodes, loads, 16, 16*gib, t0, time.Hour, time.Second, 0, 0)
 	job := jobs.Job{ID: "4242", User: "alice", Account: "physics", Partition: "cpu", Name: "sim",
 		Nodes: nodes, CPUs: 64, MemBytes: 64 * gib, TimeLimit: jobs.Duration(2 * time.Hour),
 		Start: t0, End: t0.Add(time.Hour), State: jobs.Completed}
@@ -135,7 +135,7 @@ func TestNoFalseStraggler(t *testing.T) {
 			return cores, 2 * gib, 50 * mib * (1 + 0.1*math.Cos(float64(i)/53+float64(k))), 0
 		}
 	}
-	synthJob(t, st, "77", nodes, loads, 16, 0, t0, 30*time.Minute, time.Second, 0)
+	synthJob(t, st, "77", nodes, loads, 16, 0, t0, 30*time.Minute, time.Second, 0, 0)
 	job := jobs.Job{ID: "77", Nodes: nodes, CPUs: 128, Start: t0, End: t0.Add(30 * time.Minute), State: jobs.Completed}
 	r, err := Build(context.Background(), q, job, t0.Add(time.Hour))
 	if err != nil {
@@ -158,7 +158,7 @@ func TestOOMAndLowCPUNotes(t *testing.T) {
 	st, q := newStore(t)
 	nodes := []string{"gpu7"}
 	loads := []nodeLoad{func(int) (float64, float64, float64, float64) { return 1, 7.8 * gib, 0, 200 * mib }}
-	synthJob(t, st, "9", nodes, loads, 32, 8*gib, t0, 10*time.Minute, time.Second, 300)
+	synthJob(t, st, "9", nodes, loads, 32, 8*gib, t0, 10*time.Minute, time.Second, 0, 300)
 	job := jobs.Job{ID: "9", Nodes: nodes, Start: t0, End: t0.Add(10 * time.Minute), State: jobs.OOM}
 	r, err := Build(context.Background(), q, job, t0.Add(time.Hour))
 	if err != nil {
@@ -276,7 +276,7 @@ func TestReportFromRollups(t *testing.T) {
 			return cores, mem, 0, 0
 		}
 	}
-	synthJob(t, st, "31", nodes, loads, 8, 0, t0, dur, time.Second, 0)
+	synthJob(t, st, "31", nodes, loads, 8, 0, t0, dur, time.Second, 0, 0)
 	// Roll up all but the last 2 hours: both parts are read.
 	if _, err := ru.Step(context.Background(), t0.Add(8*time.Hour)); err != nil {
 		t.Fatal(err)

@@ -40,17 +40,20 @@ func newJobDescs(id string) *jobDescs {
 }
 
 // synthJob writes a job's series into st as the jobs plugin would send
-// them: ticks every interval from start for dur, counters integrated from
-// the loads; cgroup counters start at 0. oomAt (>0) adds one OOM kill on
-// the first node at that second.
-func synthJob(tb testing.TB, st *store.Store, id string, nodes []string, loads []nodeLoad, cpus int, limit float64, start time.Time, dur, interval time.Duration, oomAt int) {
+// them: ticks every interval from start for dur (every second in the last
+// tail of it), counters integrated from the loads; cgroup counters start
+// at 0. oomAt (>0) adds one OOM kill on the first node at that second.
+func synthJob(tb testing.TB, st *store.Store, id string, nodes []string, loads []nodeLoad, cpus int, limit float64, start time.Time, dur, interval, tail time.Duration, oomAt int) {
 	tb.Helper()
 	d := newJobDescs(id)
 	type counters struct{ user, system, read, write, ooms float64 }
 	acc := make([]counters, len(nodes))
 	vals := make([]float64, len(d.all))
-	sec := interval.Seconds()
-	for t := interval; t <= dur; t += interval {
+	for prev, t := time.Duration(0), interval; t <= dur; prev, t = t, t+interval {
+		if t > dur-tail {
+			t = prev + time.Second
+		}
+		sec := (t - prev).Seconds()
 		i := int(t / time.Second)
 		for k, n := range nodes {
 			cores, mem, rd, wr := loads[k](i)
