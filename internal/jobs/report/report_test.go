@@ -320,3 +320,23 @@ func TestReportFromRollups(t *testing.T) {
 		}
 	}
 }
+
+// TestReportNoData: a job with neither samples nor a summary, and ids that
+// would break a naively built selector, still give a report.
+func TestReportNoData(t *testing.T) {
+	_, q := newStore(t)
+	for _, id := range []string{"12345", `7"} or vector(1) #`, "a\\b\n"} {
+		job := jobs.Job{ID: id, Start: t0, End: t0.Add(time.Hour), State: jobs.Ended}
+		r, err := Build(context.Background(), q, job, t0.Add(2*time.Hour))
+		if err != nil {
+			t.Fatalf("%q: %v", id, err)
+		}
+		if r.Source != "none" || len(r.Series) != 0 || len(r.Summary.Notes) != 1 || !strings.Contains(r.Summary.Notes[0], "no samples") {
+			t.Errorf("%q: source %q, %d series, notes %q", id, r.Source, len(r.Series), r.Summary.Notes)
+		}
+		var buf bytes.Buffer
+		if err := WriteText(&buf, r); err != nil || !strings.Contains(buf.String(), "Figures: none stored") {
+			t.Errorf("%q: text %v:\n%s", id, err, buf.String())
+		}
+	}
+}
