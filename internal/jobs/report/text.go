@@ -56,6 +56,9 @@ func WriteText(w io.Writer, r *Report) error {
 		}
 		field("Memory asked", v)
 	}
+	if r.MemLimit > 0 && r.MemLimit != memAsked(r) {
+		field("Memory limit", size(r.MemLimit)+" (cgroups, all nodes)")
+	}
 	if !j.Start.IsZero() {
 		field("Start", j.Start.UTC().Format(time.RFC3339))
 	}
