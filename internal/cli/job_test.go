@@ -58,7 +58,7 @@ func TestJobCommand(t *testing.T) {
 		{"bad limit", []string{"list", "--server", srv, "--limit", "1000000"}, 2, ""},
 		{"no such job", []string{"show", "999", "--server", srv}, 1, ""},
 		{"bad job id", []string{"show", "--server", srv, "1;2"}, 2, ""},
-		{"report stub", []string{"report", "101", "--server", srv}, 2, ""},
+		{"report dispatched", []string{"report", "101", "--server", srv}, 1, ""}, // this fake serves no reports: 404
 		{"no subcommand", nil, 2, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

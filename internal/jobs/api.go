@@ -139,7 +139,7 @@ func ParseFilter(r *http.Request, now time.Time) (Filter, error) {
 	for _, p := range []struct {
 		name string
 		dst  *string
-	}{{"user", &f.User}, {"partition", &f.Partition}} {
+	}{{"user", &f.User}, {"partition", &f.Partition}, {"node", &f.Node}} {
 		v := q.Get(p.name)
 		if len(v) > MaxStringLen {
 			return f, fmt.Errorf("%s: longer than %d bytes", p.name, MaxStringLen)

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 )
@@ -374,16 +375,29 @@ func (x *Index) List(f Filter) ([]*Job, error) {
 		return nil, errors.New("job index closed")
 	}
 	var hits []*entry
+	var buf []byte
+	scanned := 0
 	for i := len(x.order) - 1; i >= 0 && len(hits) < limit; i-- {
 		e := x.order[i]
 		if (f.User != "" && e.user != f.User) || (f.Partition != "" && e.partition != f.Partition) ||
 			!f.matchState(e.state) || (since != 0 && e.end != 0 && e.end < since) {
 			continue
 		}
+		if f.Node != "" {
+			if scanned++; scanned > MaxNodeScan {
+				break
+			}
+			j, err := x.read(e, &buf)
+			if err != nil {
+				return nil, err
+			}
+			if !slices.Contains(j.Nodes, f.Node) {
+				continue
+			}
+		}
 		hits = append(hits, e)
 	}
 	out := make([]*Job, 0, len(hits))
-	var buf []byte
 	for _, e := range hits {
 		j, err := x.read(e, &buf)
 		if err != nil {

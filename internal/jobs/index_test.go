@@ -191,7 +191,8 @@ func TestIndexList(t *testing.T) {
 	now := time.Now()
 	add := func(id, user, part string, st State, end time.Time) {
 		t.Helper()
-		if err := x.Upsert(&Job{ID: id, User: user, Partition: part, State: st, Start: now.Add(-time.Hour), End: end}); err != nil {
+		nodes := []string{"cn" + id, "cn9"} // every job on cn9 and on its own
+		if err := x.Upsert(&Job{ID: id, User: user, Partition: part, State: st, Nodes: nodes, Start: now.Add(-time.Hour), End: end}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -227,6 +228,10 @@ func TestIndexList(t *testing.T) {
 		{Filter{Since: now.Add(-30 * time.Minute)}, "432"},
 		{Filter{Limit: 2}, "54"},
 		{Filter{User: "nobody"}, ""},
+		{Filter{Node: "cn3"}, "3"},
+		{Filter{Node: "cn9", User: "alice"}, "431"},
+		{Filter{Node: "cn9", Limit: 2}, "54"},
+		{Filter{Node: "cn7"}, ""},
 	} {
 		if got := ids(c.f); got != c.want {
 			t.Errorf("List(%+v) = %q, want %q", c.f, got, c.want)

@@ -107,6 +107,9 @@ type Filter struct {
 	User      string
 	State     State // also "running" / "ended": see Match
 	Partition string
+	// Node keeps jobs that ran on this node. The index keeps node lists on
+	// disk only, so such a list reads at most MaxNodeScan candidates.
+	Node string
 	// Since keeps jobs that ran (or waited) at any time after it: not
 	// ended before it.
 	Since time.Time
@@ -117,6 +120,7 @@ type Filter struct {
 const (
 	DefaultLimit = 1000
 	MaxLimit     = 100000
+	MaxNodeScan  = 100000
 )
 
 // Limits on what one job may hold, so a hostile source cannot grow the

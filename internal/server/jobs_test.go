@@ -32,13 +32,19 @@ func TestJobsFromStream(t *testing.T) {
 	load := metric.NewDesc("node_load1", "", metric.Gauge)
 	running := metric.NewDesc("vigil_job_running", "", metric.Gauge, "jobid", "4242")
 	cpus := metric.NewDesc("vigil_job_cpus", "", metric.Gauge, "jobid", "4242")
+	user := metric.NewDesc("vigil_job_cpu_user_seconds_total", "", metric.Counter, "jobid", "4242")
+	var first time.Time
 	send := func(v float64, withJob bool) {
 		var b metric.Batch
 		b.Reset(time.Now())
 		b.Add(load, 1)
 		if withJob {
+			if first.IsZero() {
+				first = b.Time
+			}
 			b.Add(running, v)
 			b.Add(cpus, 4)
+			b.Add(user, 2*b.Time.Sub(first).Seconds()) // 2 of its 4 CPUs busy
 		}
 		c.Tick(st, b.Time, b.Descs, b.Values)
 	}
@@ -71,6 +77,9 @@ func TestJobsFromStream(t *testing.T) {
 	if j.State != jobs.StateRunning || len(j.Nodes) != 1 || j.Nodes[0] != "cn7" || j.Start.Before(start.Add(-time.Second)) {
 		t.Fatalf("job while running: %+v", j)
 	}
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		send(1, true)
+	}
 	send(0, true)
 	send(1, false)
 	for deadline := time.Now().Add(10 * time.Second); j.State != jobs.StateEnded; time.Sleep(20 * time.Millisecond) {
@@ -92,4 +101,36 @@ func TestJobsFromStream(t *testing.T) {
 	if len(l.Data) != 1 || l.Data[0].ID != "4242" {
 		t.Fatalf("list of ended jobs: %+v", l.Data)
 	}
+	// At its end the job's figures are computed from the store and kept in
+	// the index, and its report is served.
+	for deadline := time.Now().Add(20 * time.Second); j.Summary == nil; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("job 4242 has no summary 20 s after its end: %+v", j)
+		}
+		_, j = job(srv)
+	}
+	if e := j.Summary.CPUEfficiency; e < 0.35 || e > 0.65 {
+		t.Errorf("summary CPU efficiency %.3f, want about 0.5 (2 of 4 CPUs busy)", e)
+	}
+	resp, err = http.Get(srv + "/api/v1/jobs/4242/report")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Status string
+		Data   struct {
+			Job     jobs.Job
+			Summary jobs.Summary
+			Source  string
+		}
+	}
+	json.NewDecoder(resp.Body).Decode(&rep)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || rep.Data.Job.ID != "4242" || rep.Data.Source == "none" {
+		t.Fatalf("report: %d %+v", resp.StatusCode, rep)
+	}
+	if resp, err = http.Get(srv + "/api/v1/jobs/999/report"); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("report of an unknown job: %v %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
 }

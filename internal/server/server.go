@@ -25,6 +25,7 @@ import (
 	"github.com/vigil-hpc/vigil/internal/httpsec"
 	"github.com/vigil-hpc/vigil/internal/ingest"
 	"github.com/vigil-hpc/vigil/internal/jobs"
+	"github.com/vigil-hpc/vigil/internal/jobs/report"
 	"github.com/vigil-hpc/vigil/internal/logs/logsvc"
 	"github.com/vigil-hpc/vigil/internal/logs/syslog"
 	"github.com/vigil-hpc/vigil/internal/query"
@@ -59,10 +60,12 @@ type Server struct {
 	web    *web.Handler
 	logs   *logsvc.Service // nil unless syslog intake is configured
 	jobs   *jobs.Manager   // the job index (docs/jobs.md)
-	mux    *http.ServeMux
-	reg    *prometheus.Registry
-	httpm  *httpsec.Metrics
-	key    []byte // the stream's shared key; nil: loopback peers only
+	// summaries writes each ended job's report figures into the index.
+	summaries *summarizer
+	mux       *http.ServeMux
+	reg       *prometheus.Registry
+	httpm     *httpsec.Metrics
+	key       []byte // the stream's shared key; nil: loopback peers only
 	// streams is cancelled when serving stops: it ends the live streams
 	// (dashboard, log tail), whose handlers otherwise hold the HTTP
 	// shutdown for its whole grace period.
@@ -152,10 +155,20 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		MaxQueued: cfg.QueryMaxQueued, MaxQueryLength: cfg.QueryMaxLength, MaxResults: cfg.QueryMaxResults,
 		Registerer: s.reg,
 	})
-	if s.jobs, err = jobs.New(cfg.jobsOptions(s.reg, log)); err != nil {
+	rq := report.APIQuerier{API: s.api}
+	if s.rollup != nil {
+		rq.Watermark = s.rollup.Watermark
+	}
+	jo := cfg.jobsOptions(s.reg, log)
+	summaries := newSummarizer(rq, log.With("component", "jobs"))
+	jo.OnEnd = summaries.ended
+	if s.jobs, err = jobs.New(jo); err != nil {
 		return nil, errors.Join(err, s.Close())
 	}
+	summaries.jobs = s.jobs
+	s.summaries = summaries
 	s.jobs.Register(s.mux)
+	s.mux.Handle("GET /api/v1/jobs/{id}/report", report.Handler(s.getJob, rq))
 	s.rw = NewRemoteWrite(st, log.With("component", "remote_write"))
 	s.rw.register(s.reg)
 	s.rw.forward = s.rwOut
@@ -223,6 +236,15 @@ func (s *Server) endOnStop(h http.Handler) http.Handler {
 // Jobs is the server's job index.
 func (s *Server) Jobs() *jobs.Manager { return s.jobs }
 
+// getJob looks a job up for its report.
+func (s *Server) getJob(id string) (jobs.Job, bool) {
+	j, err := s.jobs.Index().Get(id)
+	if err != nil || j == nil {
+		return jobs.Job{}, false
+	}
+	return *j, true
+}
+
 // Store is the server's store.
 func (s *Server) Store() *store.Store { return s.store }
 
@@ -264,6 +286,7 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 		g.Go(func() error { return s.rollup.Run(gctx) })
 	}
 	g.Go(func() error { s.jobs.Run(gctx); return nil })
+	g.Go(func() error { s.summaries.run(gctx); return nil })
 	if len(s.cfg.remoteWrite()) > 0 {
 		// Remote write out sends what the tree and remote write in stored.
 		g.Go(func() error { return s.rwOut.Run(gctx) })

@@ -1,0 +1,156 @@
+package report
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+const (
+	ruleWidth = 78
+	barWidth  = 40
+)
+
+// WriteText renders r as `vigil job report` prints it: a header, the
+// utilization bars, the per-node table and the notes.
+func WriteText(w io.Writer, r *Report) error {
+	var b strings.Builder
+	rule := strings.Repeat("=", ruleWidth) + "\n"
+	center := func(s string) { fmt.Fprintf(&b, "%*s\n", (ruleWidth+len(s))/2, s) }
+	j, s := r.Job, r.Summary
+	b.WriteString(rule)
+	center("Vigil job report")
+	b.WriteString(rule)
+	field := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(&b, "%14s: %s\n", k, v)
+		}
+	}
+	field("Job", j.ID)
+	field("Name", j.Name)
+	field("User", j.User)
+	field("Account", j.Account)
+	field("Partition", j.Partition)
+	field("State", strings.ToUpper(string(j.State)))
+	nodes := j.Nodes
+	if len(nodes) == 0 {
+		for _, ns := range s.PerNode {
+			nodes = append(nodes, ns.Node)
+		}
+	}
+	if len(nodes) > 0 {
+		field("Nodes", fmt.Sprintf("%d (%s)", len(nodes), list(nodes)))
+	}
+	if c := cmp.Or(r.CPUs, j.CPUs); c > 0 {
+		field("Cores", fmt.Sprint(c))
+	}
+	if j.GPUs > 0 {
+		field("GPUs", fmt.Sprint(j.GPUs))
+	}
+	if asked := memAsked(r); asked > 0 {
+		v := size(asked)
+		if len(nodes) > 1 {
+			v += fmt.Sprintf(" (%s per node)", size(asked/int64(len(nodes))))
+		}
+		field("Memory asked", v)
+	}
+	if r.MemLimit > 0 && r.MemLimit != memAsked(r) {
+		field("Memory limit", size(r.MemLimit)+" (cgroups, all nodes)")
+	}
+	if !j.Start.IsZero() {
+		field("Start", j.Start.UTC().Format(time.RFC3339))
+	}
+	if !j.End.IsZero() {
+		field("End", j.End.UTC().Format(time.RFC3339))
+	}
+	if r.Elapsed > 0 {
+		v := clock(time.Duration(r.Elapsed))
+		if j.TimeLimit > 0 {
+			v += fmt.Sprintf(" of %s limit (%s)", clock(time.Duration(j.TimeLimit)), pct(float64(r.Elapsed)/float64(j.TimeLimit)))
+		}
+		field("Run time", v)
+	}
+	if j.ExitCode != 0 {
+		field("Exit code", fmt.Sprint(j.ExitCode))
+	}
+	switch r.Source {
+	case "summary":
+		field("Figures", "from the summary stored at the job's end (raw samples expired)")
+	case "none":
+		field("Figures", "none stored")
+	}
+
+	b.WriteString("\n")
+	center("Overall utilization")
+	b.WriteString(rule)
+	fmt.Fprintf(&b, "  CPU    %s\n", bar(s.CPUEfficiency, ""))
+	memNote := ""
+	if s.MemUsedPeak > 0 {
+		memNote = fmt.Sprintf("%s peak", size(s.MemUsedPeak))
+	}
+	if memAsked(r) > 0 {
+		fmt.Fprintf(&b, "  Memory %s\n", bar(s.MemEfficiency, memNote))
+	} else if memNote != "" {
+		fmt.Fprintf(&b, "  Memory %s (nothing asked)\n", memNote)
+	}
+	if r.Elapsed > 0 {
+		sec := time.Duration(r.Elapsed).Seconds()
+		fmt.Fprintf(&b, "  I/O    read %s (%s/s), wrote %s (%s/s)\n", size(s.ReadBytes), size(int64(float64(s.ReadBytes)/sec)), size(s.WriteBytes), size(int64(float64(s.WriteBytes)/sec)))
+	}
+
+	if len(s.PerNode) > 0 {
+		b.WriteString("\n")
+		center("Per node")
+		b.WriteString(rule)
+		fmt.Fprintf(&b, "  %-16s %7s %11s %11s %11s\n", "node", "CPU", "mem peak", "read", "write")
+		strag := map[string]bool{}
+		for _, n := range s.Stragglers {
+			strag[n] = true
+		}
+		for _, ns := range s.PerNode {
+			mark := ""
+			if strag[ns.Node] {
+				mark = " straggler"
+			}
+			fmt.Fprintf(&b, "  %-16s %7s %11s %11s %11s%s\n", ns.Node, pct(ns.CPUEfficiency), size(ns.MemUsedPeak), size(ns.ReadBytes), size(ns.WriteBytes), mark)
+		}
+	}
+	if len(s.Notes) > 0 {
+		b.WriteString("\n")
+		center("Notes")
+		b.WriteString(rule)
+		for _, n := range s.Notes {
+			fmt.Fprintf(&b, "  * %s\n", n)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// bar is a fraction as a bar of barWidth cells and a percentage; over 100 %
+// fills the bar.
+func bar(f float64, extra string) string {
+	if !finite(f) || f < 0 {
+		f = 0
+	}
+	n := min(barWidth, int(f*barWidth+0.5))
+	s := "[" + strings.Repeat("|", n) + strings.Repeat(" ", barWidth-n) + "] " + pct(f)
+	if extra != "" {
+		s += ", " + extra
+	}
+	return s
+}
+
+// clock is a duration as [D-]HH:MM:SS, as Slurm prints it.
+func clock(d time.Duration) string {
+	d = d.Round(time.Second)
+	days := d / (24 * time.Hour)
+	d -= days * 24 * time.Hour
+	s := fmt.Sprintf("%02d:%02d:%02d", d/time.Hour, d%time.Hour/time.Minute, d%time.Minute/time.Second)
+	if days > 0 {
+		s = fmt.Sprintf("%d-%s", days, s)
+	}
+	return s
+}
