@@ -29,7 +29,16 @@ type Store interface {
 // Tap watches the decoded streams.
 type Tap interface {
 	Schema(node string, descs []*metric.Desc)
-	Tick(node string, t time.Time, descs []*metric.Desc, values []float64)
+	// Tick returns the jobs this tick reports ended on node (their
+	// vigil_job_running is 0): their series get stale markers at the
+	// node's next tick, when they are gone.
+	Tick(node string, t time.Time, descs []*metric.Desc, values []float64) (ended []string)
+}
+
+// retirer is the store's Retire (internal/store/retire.go); a store
+// without it keeps ended jobs' series for the lookback, as before.
+type retirer interface {
+	Retire(node string, t time.Time, label, val string) (int, error)
 }
 
 // Stats counts what ingest did.
@@ -63,6 +72,9 @@ type Handler struct {
 	stopOnce sync.Once
 	maxHold  time.Duration
 	expected []string // Options.Expected, set in the liveness table by Run
+	// ended holds, per node, the jobs its last tick reported ended.
+	endedMu sync.Mutex
+	ended   map[string][]string
 	tap      Tap      // Options.Tap, or nil
 }
 
@@ -84,7 +96,7 @@ func NewWithOptions(st Store, o Options) *Handler {
 	h := &Handler{
 		store: st, log: log.With("component", "ingest"), interval: interval,
 		live: treestate.NewLiveness(3 * interval),
-		stop: make(chan struct{}), maxHold: DefaultMaxHold, expected: o.Expected, tap: o.Tap,
+		stop: make(chan struct{}), maxHold: DefaultMaxHold, expected: o.Expected, ended: map[string][]string{}, tap: o.Tap,
 	}
 	h.initClocks(o)
 	return h
@@ -113,11 +125,18 @@ func (h *Handler) fail(what string, err error) {
 // Tick implements wire.Handler: store the tick with up=1.
 func (h *Handler) Tick(node string, t time.Time, descs []*metric.Desc, values []float64) {
 	h.live.Seen(node, t, time.Now())
+	if h.tap != nil {
+		h.retireEnded(node, t)
+	}
 	err := h.hold(func() error { return h.store.AppendTick(node, t, descs, values, true) })
 	h.stats.Ticks.Add(1)
 	h.stats.Values.Add(uint64(len(values)))
 	if h.tap != nil {
-		h.tap.Tick(node, t, descs, values)
+		if ended := h.tap.Tick(node, t, descs, values); len(ended) > 0 {
+			h.endedMu.Lock()
+			h.ended[node] = append(h.ended[node], ended...)
+			h.endedMu.Unlock()
+		}
 	}
 	switch {
 	case err == nil:
@@ -125,6 +144,26 @@ func (h *Handler) Tick(node string, t time.Time, descs []*metric.Desc, values []
 		h.stats.Errors.Add(1) // judgeClocks warns once per node
 	default:
 		h.fail("store append failed", err)
+	}
+}
+
+// retireEnded ends the series of the jobs node reported ended on its
+// previous tick, at this tick's time (the first without them).
+func (h *Handler) retireEnded(node string, t time.Time) {
+	h.endedMu.Lock()
+	ids := h.ended[node]
+	if ids != nil {
+		delete(h.ended, node)
+	}
+	h.endedMu.Unlock()
+	r, ok := h.store.(retirer)
+	if !ok {
+		return
+	}
+	for _, id := range ids {
+		if _, err := r.Retire(node, t, "jobid", id); err != nil && !errors.Is(err, store.ErrTooFarInFuture) {
+			h.fail("stale markers for an ended job failed", err)
+		}
 	}
 }
 

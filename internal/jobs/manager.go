@@ -167,10 +167,11 @@ const maxStreamsPerNode = 16
 
 // Tick implements ingest's tap. It finds the tick's vigil_job_running
 // series from a per-stream cache (a scan only after a schema change),
-// so a tick without jobs costs a map lookup.
-func (m *Manager) Tick(node string, t time.Time, descs []*metric.Desc, values []float64) {
+// so a tick without jobs costs a map lookup. It returns the jobs the tick
+// reports ended (running 0), nil (no allocation) when none.
+func (m *Manager) Tick(node string, t time.Time, descs []*metric.Desc, values []float64) (ended []string) {
 	if len(descs) == 0 || len(values) != len(descs) {
-		return
+		return nil
 	}
 	m.tapMu.Lock()
 	defer m.tapMu.Unlock()
@@ -192,12 +193,16 @@ func (m *Manager) Tick(node string, t time.Time, descs []*metric.Desc, values []
 		st = &streams[len(streams)-1]
 	}
 	if len(st.idx) == 0 {
-		return
+		return nil
 	}
 	now := time.Now()
 	for k, i := range st.idx {
 		m.seen(st.ids[k], node, t, now, values[i] != 0)
+		if values[i] == 0 {
+			ended = append(ended, st.ids[k])
+		}
 	}
+	return ended
 }
 
 func (s *streamTap) valid(descs []*metric.Desc) bool {

@@ -131,6 +131,18 @@ func (t *tap) SetUp(node string, ts time.Time, up bool) error {
 // business, and destinations see the node's up=0 instead.
 func (t *tap) Gap(node string, from, to time.Time) error { return t.next.Gap(node, from, to) }
 
+// Retire passes an ended job's stale markers to the store when it takes
+// them (store.Retire); they are not forwarded: the receiving Prometheus
+// ends the series by its own staleness.
+func (t *tap) Retire(node string, ts time.Time, label, val string) (int, error) {
+	if r, ok := t.next.(interface {
+		Retire(string, time.Time, string, string) (int, error)
+	}); ok {
+		return r.Retire(node, ts, label, val)
+	}
+	return 0, nil
+}
+
 // Labeled is one series' samples as received with its own label set
 // (remote write in), for forwarding.
 type Labeled struct {

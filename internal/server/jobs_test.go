@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"io"
 	"net/http"
+	"net/url"
 	"testing"
 	"time"
 
@@ -81,6 +83,7 @@ func TestJobsFromStream(t *testing.T) {
 		send(1, true)
 	}
 	send(0, true)
+	time.Sleep(5 * time.Millisecond) // ticks are at least 1 ms apart (1 Hz in life)
 	send(1, false)
 	for deadline := time.Now().Add(10 * time.Second); j.State != jobs.StateEnded; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -90,6 +93,27 @@ func TestJobsFromStream(t *testing.T) {
 	}
 	if j.End.Before(j.Start) {
 		t.Fatalf("ended job: %+v", j)
+	}
+	// The tick after its end carries no job series: they are marked stale
+	// then, so queries stop showing the job at once (not 5 minutes later).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		send(1, false)
+		resp, err := http.Get(srv + "/api/v1/query?query=" + url.QueryEscape(`vigil_job_cpus{jobid="4242"} or vigil_job_running{jobid="4242"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v struct{ Data struct{ Result []json.RawMessage } }
+		json.NewDecoder(resp.Body).Decode(&v)
+		resp.Body.Close()
+		if len(v.Data.Result) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			r2, _ := http.Get(srv + "/api/v1/query?query=" + url.QueryEscape(`{jobid="4242"}[30s]`))
+			b, _ := io.ReadAll(r2.Body)
+			t.Logf("raw: %s", b)
+			t.Fatalf("job 4242's series still answer 10 s after its end: %s", v.Data.Result)
+		}
 	}
 	resp, err := http.Get(srv + "/api/v1/jobs?state=ended")
 	if err != nil {
