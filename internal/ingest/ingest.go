@@ -75,7 +75,7 @@ type Handler struct {
 	// ended holds, per node, the jobs its last tick reported ended.
 	endedMu sync.Mutex
 	ended   map[string][]string
-	tap      Tap      // Options.Tap, or nil
+	tap     Tap // Options.Tap, or nil
 }
 
 // New returns a handler; interval is the nodes' sampling interval (a node

@@ -3,8 +3,8 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"testing"
@@ -102,7 +102,9 @@ func TestJobsFromStream(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var v struct{ Data struct{ Result []json.RawMessage } }
+		var v struct {
+			Data struct{ Result []json.RawMessage }
+		}
 		json.NewDecoder(resp.Body).Decode(&v)
 		resp.Body.Close()
 		if len(v.Data.Result) == 0 {
