@@ -67,6 +67,32 @@ func promScalar(base, expr string) (float64, error) {
 	return strconv.ParseFloat(s, 64)
 }
 
+// runningJobs counts the server's running jobs, and those with their
+// scheduler's user, partition and CPUs.
+func runningJobs(base string) (running, withMeta int, err error) {
+	resp, err := http.Get(base + "/api/v1/jobs?state=running")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Data []struct {
+			User      string `json:"user"`
+			Partition string `json:"partition"`
+			CPUs      int    `json:"cpus"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return 0, 0, err
+	}
+	for _, j := range r.Data {
+		if j.User != "" && j.Partition != "" && j.CPUs > 0 {
+			withMeta++
+		}
+	}
+	return len(r.Data), withMeta, nil
+}
+
 func logsAccepted(base string) (uint64, error) {
 	resp, err := http.Get(base + "/api/v1/logs/stats")
 	if err != nil {
@@ -157,6 +183,20 @@ func TestWebDemoE2E(t *testing.T) {
 		select {
 		case <-ctx.Done():
 			t.Fatal("no simulated job's vigil_job_running in the store")
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	// The simulator posts its jobs' starts (--job-events): the server's
+	// index has their scheduler metadata, not only what the nodes report.
+	for {
+		running, withMeta, err := runningJobs(base)
+		if err == nil && running > 0 && withMeta == running {
+			t.Logf("%d running jobs in the index, all with user, partition and CPUs", running)
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("/api/v1/jobs?state=running: %d jobs, %d with user, partition and CPUs (err %v)", running, withMeta, err)
 		case <-time.After(250 * time.Millisecond):
 		}
 	}

@@ -88,6 +88,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *debugPprof {
 		srvArgs = append(srvArgs, "--debug-pprof")
 	}
+	// The simulated scheduler tells the server its jobs' metadata, as a
+	// Slurm prolog and epilog would.
+	jobEvents := *nodes > 0 && *jobs && *replay == ""
+	if jobEvents {
+		srvArgs = append(srvArgs, "--job-events")
+	}
 	g.Go(func() error { return runServer(gctx, srvArgs, stdout, stderr) })
 	// Dial the HTTP ports, not the wire ones (a bare connect would be logged
 	// as a failed handshake); each daemon binds its wire port first.
@@ -113,6 +119,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			simArgs = append(simArgs, "--replay", *replay)
 		}
 		simArgs = append(simArgs, "--jobs="+strconv.FormatBool(*jobs), "--job-seed", strconv.FormatUint(*jobSeed, 10))
+		if jobEvents {
+			simArgs = append(simArgs, "--job-events", "http://"+httpBound)
+		}
 		g.Go(func() error { return runSimulate(gctx, simArgs, stdout, stderr) })
 	}
 	g.Go(func() error {

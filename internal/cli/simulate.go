@@ -32,6 +32,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	replay := fs.String("replay", "", "replay this recording (from `vigil record`) on every node instead of the synthetic model")
 	fs.BoolVar(&o.Jobs, "jobs", true, "simulate a scheduler: jobs on the nodes, with their load and the jobs plugin's series (--jobs=false: none)")
 	fs.Uint64Var(&o.JobSeed, "job-seed", 1, "seed of the simulated jobs")
+	fs.StringVar(&o.JobEvents, "job-events", "", "post the simulated jobs' starts and ends to this server (base URL, e.g. http://127.0.0.1:9090; the server needs --job-events)")
 	var logOpts logging.Options
 	logOpts.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {

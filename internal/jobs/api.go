@@ -25,8 +25,10 @@ func (m *Manager) Register(mux *http.ServeMux) {
 
 // serveEvent takes a prolog's or epilog's word on a job: form fields
 // event (start or end), user, account, partition, name, nodes (a Slurm
-// host list), time (Unix seconds; default now), exit_code ("N" or
-// "N:SIGNAL", end only).
+// host list), time (Unix seconds; default now), cpus, gpus, mem_bytes
+// (requested, whole job), time_limit (seconds), exit_code ("N" or
+// "N:SIGNAL", end only) and state (a final state word, end only: it says
+// more than an exit code, e.g. timeout or oom).
 func (m *Manager) serveEvent(w http.ResponseWriter, r *http.Request) {
 	if !m.events {
 		WriteError(w, http.StatusNotFound, "unavailable", "job events are off: start vigil server with --job-events")
@@ -69,6 +71,26 @@ func parseEvent(id string, f url.Values, now time.Time) (*slurmJob, error) {
 		}
 		s.Nodes = nodes
 	}
+	for _, n := range []struct {
+		name string
+		max  int64
+		set  func(int64)
+	}{
+		{"cpus", 1 << 24, func(v int64) { s.CPUs = int(v) }},
+		{"gpus", 1 << 20, func(v int64) { s.GPUs = int(v) }},
+		{"mem_bytes", 1 << 62, func(v int64) { s.MemBytes = v }},
+		{"time_limit", 1e9, func(v int64) { s.TimeLimit = time.Duration(v) * time.Second }},
+	} {
+		v := f.Get(n.name)
+		if v == "" {
+			continue
+		}
+		x, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || x < 0 || x > n.max {
+			return nil, fmt.Errorf("%s: %q: want an integer in 0..%d", n.name, v, n.max)
+		}
+		n.set(x)
+	}
 	at := now
 	if v := f.Get("time"); v != "" {
 		sec, err := strconv.ParseFloat(v, 64)
@@ -92,6 +114,15 @@ func parseEvent(id string, f url.Values, now time.Time) (*slurmJob, error) {
 			s.State = StateCompleted
 			if n != 0 || (sig != "" && sig != "0") {
 				s.State = StateFailed
+			}
+		}
+		if v := f.Get("state"); v != "" {
+			st := State(v)
+			switch st {
+			case StateCompleted, StateFailed, StateCancelled, StateTimeout, StateOOM, StateNodeFail:
+				s.State = st
+			default:
+				return nil, fmt.Errorf("state: %.40q: want completed, failed, cancelled, timeout, oom or node_fail", v)
 			}
 		}
 	default:

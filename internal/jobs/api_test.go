@@ -98,11 +98,15 @@ func TestAPIEvent(t *testing.T) {
 	}
 	for form, want := range map[string]int{
 		"event=start&user=eve&nodes=cn[1-3]&time=1700000000": 200,
-		"event=begin":                    400,
-		"event=start&time=yesterday":     400,
-		"event=start&nodes=cn[1-999999]": 400,
-		"event=end&exit_code=x":          400,
-		"event=start&user=a&user=b":      400,
+		"event=begin":                       400,
+		"event=start&time=yesterday":        400,
+		"event=start&nodes=cn[1-999999]":    400,
+		"event=end&exit_code=x":             400,
+		"event=start&user=a&user=b":         400,
+		"event=start&cpus=-1":               400,
+		"event=start&mem_bytes=1e9":         400,
+		"event=start&time_limit=9999999999": 400,
+		"event=end&state=running":           400,
 	} {
 		if got := post("77", form); got != want {
 			t.Errorf("POST %q: %d, want %d", form, got, want)
@@ -110,6 +114,18 @@ func TestAPIEvent(t *testing.T) {
 	}
 	if got := post("7;7", "event=start"); got != 400 {
 		t.Errorf("POST to a bad id: %d", got)
+	}
+	if got := post("78", "event=start&cpus=32&gpus=2&mem_bytes=68719476736&time_limit=3600"); got != 200 {
+		t.Fatalf("start event with resources: %d", got)
+	}
+	if j, _ := m.Index().Get("78"); j == nil || j.CPUs != 32 || j.GPUs != 2 || j.MemBytes != 64<<30 || time.Duration(j.TimeLimit) != time.Hour {
+		t.Fatalf("job 78 after its start event: %+v", j)
+	}
+	if got := post("78", "event=end&exit_code=0&state=timeout"); got != 200 {
+		t.Fatalf("end event with a state: %d", got)
+	}
+	if j, _ := m.Index().Get("78"); j.State != StateTimeout {
+		t.Fatalf("job 78 after an end with state=timeout: %+v", j)
 	}
 	j, _ := m.Index().Get("77")
 	if j == nil || j.User != "eve" || len(j.Nodes) != 3 || j.State != StateRunning || j.Start.Unix() != 1700000000 {

@@ -78,6 +78,7 @@ type Scheduler struct {
 	running []*jobRec
 	ended   []*jobRec // ring of the last History
 	endNext int
+	events  func(JobEvent)
 }
 
 // jobRec is a job as the scheduler tracks it (guarded by Scheduler.mu).
@@ -242,6 +243,14 @@ func (s *Scheduler) Jobs() []SimJob {
 	return out
 }
 
+// OnEvent makes the scheduler call f (under its lock: f must not block)
+// when it starts or ends a job, from its next step on.
+func (s *Scheduler) OnEvent(f func(JobEvent)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.events = f
+}
+
 func sortByID(js []SimJob) {
 	// Ids are decimal numbers without leading zeros.
 	slices.SortFunc(js, func(a, b SimJob) int {
@@ -293,6 +302,9 @@ func (s *Scheduler) stepOnce(k int64) {
 			continue
 		}
 		j.State, j.ExitCode, j.End = j.plan.endState, j.plan.exitCode, s.timeOf(j.r.end)
+		if s.events != nil {
+			s.events(JobEvent{Job: j.SimJob})
+		}
 		for _, i := range j.idx {
 			s.free[i] = true
 			s.nFree++
@@ -505,6 +517,10 @@ func (s *Scheduler) place(j *jobRec, k int64) {
 	j.State = "running"
 	j.Start = s.timeOf(k)
 	s.running = append(s.running, j)
+	if s.events != nil {
+		// j.Nodes is not changed after placing: the event may share it.
+		s.events(JobEvent{Start: true, Job: j.SimJob})
+	}
 }
 
 // SetScheduler makes the node's load follow the jobs s places on it (its

@@ -40,6 +40,10 @@ type Options struct {
 	Jobs      bool
 	JobSeed   uint64
 	Scheduler *Scheduler
+	// JobEvents, if set, is the base URL of a server run with --job-events:
+	// the scheduler's job starts and ends are posted there (needs Jobs or
+	// Scheduler).
+	JobEvents string
 }
 
 // source is one virtual node's data: the model (Node) or a recording
@@ -85,6 +89,17 @@ func Run(ctx context.Context, o Options) error {
 	if sched != nil && o.Replay == nil && (sched.o.Nodes != o.Nodes || sched.o.First != o.First) {
 		return fmt.Errorf("scheduler for %d nodes from %s, simulating %d from %s", sched.o.Nodes, NodeName(sched.o.First), o.Nodes, NodeName(o.First))
 	}
+	var events *EventSender
+	if o.JobEvents != "" {
+		if sched == nil || o.Replay != nil {
+			return errors.New("job events need the simulated scheduler (--jobs, no --replay)")
+		}
+		var err error
+		if events, err = NewEventSender(EventOptions{Server: o.JobEvents, Log: o.Log}); err != nil {
+			return err
+		}
+		sched.OnEvent(func(ev JobEvent) { events.Send(ev) })
+	}
 	var clients []*wire.Client
 	var overruns atomic.Uint64
 	// Where the latency of a tick goes before it leaves: how late it was
@@ -127,6 +142,9 @@ func Run(ctx context.Context, o Options) error {
 		g.Go(func() error { return c.Run(ctx) })
 		g.Go(func() error { grp.run(ctx); return nil })
 	}
+	if events != nil {
+		g.Go(func() error { return events.Run(ctx) })
+	}
 	perNode, data := sch.Len(), "model"
 	if sched != nil {
 		data = fmt.Sprintf("model with jobs (at most %d running)", sched.o.MaxJobs)
@@ -158,9 +176,13 @@ func Run(ctx context.Context, o Options) error {
 			}
 			p50, p99 := produced.take()
 			w50, w99 := written.take()
-			log.Info("totals", "ticks", ticks, "dropped", dropped, "bytes", bytes,
+			args := []any{"ticks", ticks, "dropped", dropped, "bytes", bytes,
 				"connected", connected, "connections", len(clients), "overruns", overruns.Load(),
-				"produced_p50", p50, "produced_p99", p99, "written_p50", w50, "written_p99", w99)
+				"produced_p50", p50, "produced_p99", p99, "written_p50", w50, "written_p99", w99}
+			if events != nil {
+				args = append(args, "job_events_sent", events.Sent(), "job_events_dropped", events.Dropped(), "job_events_failed", events.Failed())
+			}
+			log.Info("totals", args...)
 		}
 	})
 	return g.Wait()
