@@ -36,7 +36,7 @@ os.rename(sys.argv[2] + ".tmp", sys.argv[2])
 `
 
 // TestE2ESlurmJobReport is the acceptance check of a job's report against
-// a real Slurm: a batch job burns 1 CPU and holds 200 MiB for 9 s under a
+// a real Slurm: a batch job burns 1 CPU and holds 200 MiB for 15 s under a
 // server (--slurm) fed by a sampler with the jobs plugin. After the job
 // ends and its summary is stored, `vigil job report --json` gives its CPU
 // efficiency and memory peak within 10 % of what the job measured of
@@ -66,7 +66,12 @@ func TestE2ESlurmJobReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	held, truthFile := filepath.Join(c.Dir, "held"), filepath.Join(c.Dir, "truth")
-	const runFor = 9 // seconds
+	// 15 s, not 10: Slurm's start and end are whole seconds and the
+	// counters stop at the last 1 s tick before the cgroup goes, so the
+	// report's figure is uncertain by about a second of the run, which is
+	// 11 % of 9 s (seen: 0.898 for a job the truth puts at 1.000) but
+	// under 7 % of 15 s.
+	const runFor = 15 // seconds
 	id := c.Submit(t, "-N1", "-n1", "-c1", "--mem=400M",
 		"--wrap", fmt.Sprintf("exec %s %s %s %s %d", py, script, held, truthFile, runFor))
 	c.WaitJob(t, id, 15*time.Second, "RUNNING")
@@ -79,7 +84,7 @@ func TestE2ESlurmJobReport(t *testing.T) {
 
 	// The job ends by itself; the nodes report it ended on the next tick
 	// and the server stores its summary 5 s later.
-	waitFor(t, 20*time.Second, "the job's own CPU and wall time", func() bool { _, err := os.Stat(truthFile); return err == nil })
+	waitFor(t, 30*time.Second, "the job's own CPU and wall time", func() bool { _, err := os.Stat(truthFile); return err == nil })
 	b, err := os.ReadFile(truthFile)
 	if err != nil {
 		t.Fatal(err)
@@ -135,8 +140,8 @@ func TestE2ESlurmJobReport(t *testing.T) {
 	check := func(when string, r report.Report) {
 		t.Helper()
 		s := r.Summary
-		t.Logf("%s: source %s, CPU efficiency %.3f (truth %.3f), memory peak %.1f MiB (VmRSS %.1f MiB), elapsed %v",
-			when, r.Source, s.CPUEfficiency, truthEff, float64(s.MemUsedPeak)/(1<<20), rss/(1<<20), time.Duration(r.Elapsed))
+		t.Logf("%s: source %s, CPU efficiency %.3f (truth %.3f), memory peak %.1f MiB (VmRSS %.1f MiB), elapsed %v, details %+v",
+			when, r.Source, s.CPUEfficiency, truthEff, float64(s.MemUsedPeak)/(1<<20), rss/(1<<20), time.Duration(r.Elapsed), r.Details)
 		if math.Abs(s.CPUEfficiency-truthEff) > 0.1*truthEff {
 			t.Errorf("%s: CPU efficiency %.3f, the job's own %.3f: more than 10 %% apart", when, s.CPUEfficiency, truthEff)
 		}
