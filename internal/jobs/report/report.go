@@ -180,8 +180,10 @@ var totals = []struct {
 
 type nodeAcc struct {
 	cpu, read, write, cpus, limit, ooms, memPeak float64
-	// lastCPU is the time of the node's last CPU sample, zero if unknown.
+	// lastCPU is the time of the node's last CPU sample a 1 s subquery
+	// sees (zero if none), cpuAt the CPU seconds then.
 	lastCPU time.Time
+	cpuAt   float64
 	seen    bool
 }
 
@@ -200,7 +202,7 @@ func (a *nodeAcc) cpuUsed(start, end time.Time) float64 {
 	if a.lastCPU.IsZero() || seen <= 0 || !a.lastCPU.Before(end) || end.Sub(a.lastCPU) > maxTail {
 		return a.cpu
 	}
-	return a.cpu * end.Sub(start).Seconds() / seen.Seconds()
+	return max(a.cpu, a.cpuAt*end.Sub(start).Seconds()/seen.Seconds())
 }
 
 // rangeQueries are the per-node series, by report metric; a metric named
@@ -289,16 +291,30 @@ func fromStore(ctx context.Context, q Querier, r *Report, start, end time.Time) 
 			found = true
 		}
 	}
-	// The time of each node's last CPU sample (timestamp of a selector
-	// is its sample's time), from a 1 s subquery over the tail's bound.
-	m, err := q.Range(ctx, fmt.Sprintf(`max by (node) (last_over_time(timestamp(%s)[%s:1s]))`,
-		selector("vigil_job_cpu_user_seconds_total", id), promDur(maxTail+time.Second)), end, end, step)
-	if err != nil {
-		return false, fmt.Errorf("job %s: time of its last CPU sample: %w", id, err)
+	// Each node's last CPU sample and its time (timestamp of a selector
+	// is its sample's time), from 1 s subqueries over the tail's bound:
+	// both see the same sample, which may be one before the last when the
+	// last falls after the final whole second.
+	tailQ := func(expr string) string {
+		return fmt.Sprintf(`max by (node) (last_over_time(%s[%s:1s]))`, expr, promDur(maxTail+time.Second))
 	}
-	for _, s := range m {
-		if n := nodeOf(s); n != "" && len(s.Floats) > 0 && per[n] != nil && finite(s.Floats[len(s.Floats)-1].F) {
-			per[n].lastCPU = time.UnixMilli(int64(s.Floats[len(s.Floats)-1].F * 1000))
+	user, system := selector("vigil_job_cpu_user_seconds_total", id), selector("vigil_job_cpu_system_seconds_total", id)
+	for k, expr := range []string{tailQ("timestamp(" + user + ")"), tailQ(user), tailQ(system)} {
+		m, err := q.Range(ctx, expr, end, end, step)
+		if err != nil {
+			return false, fmt.Errorf("job %s: its last CPU sample: %w", id, err)
+		}
+		for _, s := range m {
+			a := per[nodeOf(s)]
+			if a == nil || len(s.Floats) == 0 || !finite(s.Floats[len(s.Floats)-1].F) {
+				continue
+			}
+			v := s.Floats[len(s.Floats)-1].F
+			if k == 0 {
+				a.lastCPU = time.UnixMilli(int64(v * 1000))
+			} else {
+				a.cpuAt += v
+			}
 		}
 	}
 	// Series, over the run: the first step is a window after the start.
