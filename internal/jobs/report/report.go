@@ -180,7 +180,29 @@ var totals = []struct {
 
 type nodeAcc struct {
 	cpu, read, write, cpus, limit, ooms, memPeak float64
-	seen                                         bool
+	// lastCPU is the time of the node's last CPU sample a 1 s subquery
+	// sees (zero if none), cpuAt the CPU seconds then.
+	lastCPU time.Time
+	cpuAt   float64
+	seen    bool
+}
+
+// maxTail bounds the unsampled end of a node's run that its CPU rate is
+// extrapolated over: up to one sampling interval (at most minWindow, see
+// there) plus the scheduler's rounding of the end time. A node silent for
+// longer was lost, and its silence counts as unused.
+const maxTail = minWindow + time.Second
+
+// cpuUsed is a's CPU seconds over start..end: the counters stop at the
+// node's last tick before the job's cgroup goes, up to an interval before
+// the end, so the rest is counted at the node's mean rate. Without this a
+// 10 s job sampled every second reads up to 10 % low.
+func (a *nodeAcc) cpuUsed(start, end time.Time) float64 {
+	seen := a.lastCPU.Sub(start)
+	if a.lastCPU.IsZero() || seen <= 0 || !a.lastCPU.Before(end) || end.Sub(a.lastCPU) > maxTail {
+		return a.cpu
+	}
+	return max(a.cpu, a.cpuAt*end.Sub(start).Seconds()/seen.Seconds())
 }
 
 // rangeQueries are the per-node series, by report metric; a metric named
@@ -269,6 +291,32 @@ func fromStore(ctx context.Context, q Querier, r *Report, start, end time.Time) 
 			found = true
 		}
 	}
+	// Each node's last CPU sample and its time (timestamp of a selector
+	// is its sample's time), from 1 s subqueries over the tail's bound:
+	// both see the same sample, which may be one before the last when the
+	// last falls after the final whole second.
+	tailQ := func(expr string) string {
+		return fmt.Sprintf(`max by (node) (last_over_time(%s[%s:1s]))`, expr, promDur(maxTail+time.Second))
+	}
+	user, system := selector("vigil_job_cpu_user_seconds_total", id), selector("vigil_job_cpu_system_seconds_total", id)
+	for k, expr := range []string{tailQ("timestamp(" + user + ")"), tailQ(user), tailQ(system)} {
+		m, err := q.Range(ctx, expr, end, end, step)
+		if err != nil {
+			return false, fmt.Errorf("job %s: its last CPU sample: %w", id, err)
+		}
+		for _, s := range m {
+			a := per[nodeOf(s)]
+			if a == nil || len(s.Floats) == 0 || !finite(s.Floats[len(s.Floats)-1].F) {
+				continue
+			}
+			v := s.Floats[len(s.Floats)-1].F
+			if k == 0 {
+				a.lastCPU = time.UnixMilli(int64(v * 1000))
+			} else {
+				a.cpuAt += v
+			}
+		}
+	}
 	// Series, over the run: the first step is a window after the start.
 	// Where the server's rollups cover the job and a step is at least a
 	// rollup minute, the series come from the rollups' per-minute maxima
@@ -330,9 +378,10 @@ func fromStore(ctx context.Context, q Querier, r *Report, start, end time.Time) 
 		if cpus == 0 {
 			cpus = fallbackCPUs
 		}
-		ns := jobsNodeSummary(n, a, cpus, elapsed)
+		used := a.cpuUsed(start, end)
+		ns := jobsNodeSummary(n, a, used, cpus, elapsed)
 		sum.nodes = append(sum.nodes, ns)
-		sum.cpu += a.cpu
+		sum.cpu += used
 		sum.cpus += a.cpus
 		sum.read += a.read
 		sum.write += a.write
@@ -437,10 +486,10 @@ type jobTotals struct {
 	nodes                                        []jobs.NodeSummary
 }
 
-func jobsNodeSummary(n string, a *nodeAcc, cpus, elapsed float64) jobs.NodeSummary {
+func jobsNodeSummary(n string, a *nodeAcc, cpuUsed, cpus, elapsed float64) jobs.NodeSummary {
 	ns := jobs.NodeSummary{Node: n, MemUsedPeak: int64(a.memPeak), ReadBytes: int64(a.read), WriteBytes: int64(a.write)}
 	if cpus > 0 && elapsed > 0 {
-		ns.CPUEfficiency = a.cpu / (cpus * elapsed)
+		ns.CPUEfficiency = cpuUsed / (cpus * elapsed)
 	}
 	return ns
 }

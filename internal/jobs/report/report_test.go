@@ -340,3 +340,34 @@ func TestReportNoData(t *testing.T) {
 		}
 	}
 }
+
+// TestCPUTail checks that a short job's CPU efficiency counts the end of
+// its run after the nodes' last tick (the cgroup goes before the next one)
+// at the node's rate, and that a node silent for long is not extrapolated.
+func TestCPUTail(t *testing.T) {
+	busy := []nodeLoad{func(int) (float64, float64, float64, float64) { return 1, 200 * mib, 0, 0 }}
+	for _, c := range []struct {
+		name    string
+		after   time.Duration // from the last tick to the job's end
+		wantEff float64
+	}{
+		{"last tick 0.9 s before the end", 900 * time.Millisecond, 1},
+		{"node silent for 5 minutes", 5 * time.Minute, 10.0 / (10 + 300)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st, q := newStore(t)
+			synthJob(t, st, "77", nodeNames(1), busy, 1, gib, t0, 10*time.Second, time.Second, 0, 0)
+			job := jobs.Job{ID: "77", Nodes: nodeNames(1), CPUs: 1, Start: t0, End: t0.Add(10*time.Second + c.after), State: jobs.StateCompleted}
+			r, err := Build(context.Background(), q, job, t0.Add(time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Source != "store" || math.Abs(r.Summary.CPUEfficiency-c.wantEff) > 0.01*c.wantEff {
+				t.Errorf("source %s, CPU efficiency %.4f, want %.4f", r.Source, r.Summary.CPUEfficiency, c.wantEff)
+			}
+			if len(r.Summary.PerNode) != 1 || math.Abs(r.Summary.PerNode[0].CPUEfficiency-c.wantEff) > 0.01*c.wantEff {
+				t.Errorf("per node %+v, want CPU efficiency %.4f", r.Summary.PerNode, c.wantEff)
+			}
+		})
+	}
+}
