@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/internal/metric"
+	jobsplugin "github.com/vigil-hpc/vigil/internal/sampler/plugins/jobs"
 )
 
 // How one series moves from tick to tick. State is an integer (jiffies,
@@ -256,14 +257,7 @@ func NewSchema(cpus int) *Schema {
 	s.memFree, s.memAvail = find("node_memory_MemFree_bytes", ""), find("node_memory_MemAvailable_bytes", "")
 	s.anon, s.activeAnon = find("node_memory_AnonPages_bytes", ""), find("node_memory_Active_anon_bytes", "")
 	s.ibRx, s.ibTx = find("node_network_receive_bytes_total", "ib0"), find("node_network_transmit_bytes_total", "ib0")
-	s.jobsNode = [6]*metric.Desc{
-		metric.NewDesc("vigil_jobs", "Slurm jobs with a cgroup on the node, tracked.", metric.Gauge),
-		metric.NewDesc("vigil_jobs_ended_total", "Jobs whose cgroup went away (the job ended on this node).", metric.Counter),
-		metric.NewDesc("vigil_jobs_untracked", "Jobs seen beyond max_jobs, not sampled.", metric.Gauge),
-		metric.NewDesc("vigil_jobs_ignored_entries", "Directories in the Slurm cgroup tree whose names are not uid_<n> or job_<n> (or a known Slurm name).", metric.Gauge),
-		metric.NewDesc("vigil_jobs_vanished_total", "Jobs whose cgroup disappeared while being read.", metric.Counter),
-		metric.NewDesc("vigil_jobs_io_skipped_total", "/proc/<pid>/io reads skipped because max_io_pids was reached.", metric.Counter),
-	}
+	s.jobsNode = jobsplugin.NodeDescs()
 	return s
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/internal/metric"
+	jobsplugin "github.com/vigil-hpc/vigil/internal/sampler/plugins/jobs"
 )
 
 // SimJob is one job of the simulated scheduler, described as Slurm would
@@ -122,8 +123,7 @@ type run struct {
 	user, comm string // of its processes
 }
 
-// The series of the jobs sampler plugin (internal/sampler/plugins/jobs),
-// same names, help and types.
+// Indexes of the jobs sampler plugin's per-job series (jobsplugin.PerJob).
 const (
 	jRunning = iota
 	jCPUUser
@@ -142,25 +142,9 @@ const (
 	nJobSeries
 )
 
-var jobSeries = [nJobSeries]struct {
-	name, help string
-	typ        metric.Type
-}{
-	{"vigil_job_running", "1 while the job's cgroup exists on the node, 0 on the tick it is found gone.", metric.Gauge},
-	{"vigil_job_cpu_user_seconds_total", "CPU time the job's processes spent in user mode.", metric.Counter},
-	{"vigil_job_cpu_system_seconds_total", "CPU time the job's processes spent in the kernel.", metric.Counter},
-	{"vigil_job_cpus", "CPUs allocated to the job on the node (its cpuset).", metric.Gauge},
-	{"vigil_job_memory_used_bytes", "Memory used by the job as jobstats counts it: anonymous (rss) plus shared memory, not page cache.", metric.Gauge},
-	{"vigil_job_memory_peak_bytes", "Peak memory charged to the job's cgroup (page cache included) as the kernel records it.", metric.Gauge},
-	{"vigil_job_memory_limit_bytes", "Memory limit of the job's cgroup; absent when unlimited.", metric.Gauge},
-	{"vigil_job_oom_kills_total", "Processes of the job killed by the OOM killer.", metric.Counter},
-	{"vigil_job_memory_limit_hits_total", "Times the job's memory usage hit its limit (reclaim forced).", metric.Counter},
-	{"vigil_job_processes", "Processes of the job (Slurm's own slurmstepd not counted).", metric.Gauge},
-	{"vigil_job_threads", "Threads of the job's processes.", metric.Gauge},
-	{"vigil_job_read_bytes_total", "Bytes the job read from storage.", metric.Counter},
-	{"vigil_job_write_bytes_total", "Bytes the job wrote to storage.", metric.Counter},
-	{"vigil_job_uid", "Numeric user id the job runs as.", metric.Gauge},
-}
+// jobSeries are the jobs plugin's, in the order of the j* indexes
+// (TestJobSeriesAsPlugin checks it against the plugin's output).
+var jobSeries = jobsplugin.PerJob
 
 var simUsers = [...]struct{ name, account string }{
 	{"alice", "physics"}, {"bkumar", "physics"}, {"chen.li", "chem"}, {"dmitri", "chem"},
@@ -511,7 +495,7 @@ func (s *Scheduler) place(j *jobRec, k int64) {
 		s.hist[i] = [2]*run{s.hist[i][1], r}
 	}
 	for x, si := range jobSeries {
-		r.d[x] = metric.NewDesc(si.name, si.help, si.typ, "jobid", j.ID)
+		r.d[x] = metric.NewDesc(si.Name, si.Help, si.Type, "jobid", j.ID)
 	}
 	j.r = r
 	j.State = "running"

@@ -356,7 +356,7 @@ func TestJobSeriesAsPlugin(t *testing.T) {
 	}
 	ours := map[string]int{}
 	for i, s := range jobSeries {
-		ours[s.name] = i
+		ours[s.Name] = i
 	}
 	matched := 0
 	node := map[string]*metric.Desc{}
@@ -379,8 +379,8 @@ func TestJobSeriesAsPlugin(t *testing.T) {
 			t.Errorf("plugin series %s not simulated", d.Name)
 			continue
 		}
-		if s := jobSeries[i]; s.help != d.Help || s.typ != d.Type || len(d.Labels) != 1 {
-			t.Errorf("%s: simulated %q %v, plugin %q %v %v", d.Name, s.help, s.typ, d.Help, d.Type, d.Labels)
+		if s := jobSeries[i]; s.Help != d.Help || s.Type != d.Type || len(d.Labels) != 1 {
+			t.Errorf("%s: simulated %q %v, plugin %q %v %v", d.Name, s.Help, s.Type, d.Help, d.Type, d.Labels)
 		}
 		matched++
 	}

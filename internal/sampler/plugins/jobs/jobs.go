@@ -92,10 +92,29 @@ const (
 	nSeries
 )
 
-var seriesInfo = [nSeries]struct {
-	name, help string
-	typ        metric.Type
-}{
+// NodeDescs returns the plugin's node series, in emission order: jobs
+// tracked, ended, untracked, ignored entries, vanished, I/O reads skipped.
+// The simulator (internal/simulate) emits the same.
+func NodeDescs() [6]*metric.Desc {
+	return [6]*metric.Desc{
+		metric.NewDesc("vigil_jobs", "Slurm jobs with a cgroup on the node, tracked.", metric.Gauge),
+		metric.NewDesc("vigil_jobs_ended_total", "Jobs whose cgroup went away (the job ended on this node).", metric.Counter),
+		metric.NewDesc("vigil_jobs_untracked", "Jobs seen beyond max_jobs, not sampled.", metric.Gauge),
+		metric.NewDesc("vigil_jobs_ignored_entries", "Directories in the Slurm cgroup tree whose names are not uid_<n> or job_<n> (or a known Slurm name).", metric.Gauge),
+		metric.NewDesc("vigil_jobs_vanished_total", "Jobs whose cgroup disappeared while being read.", metric.Counter),
+		metric.NewDesc("vigil_jobs_io_skipped_total", "/proc/<pid>/io reads skipped because max_io_pids was reached.", metric.Counter),
+	}
+}
+
+// SeriesInfo describes one per-job series.
+type SeriesInfo struct {
+	Name, Help string
+	Type       metric.Type
+}
+
+// PerJob are the series of one job, in emission order; the simulator
+// (internal/simulate) emits the same.
+var PerJob = [nSeries]SeriesInfo{
 	{"vigil_job_running", "1 while the job's cgroup exists on the node, 0 on the tick it is found gone.", metric.Gauge},
 	{"vigil_job_cpu_user_seconds_total", "CPU time the job's processes spent in user mode.", metric.Counter},
 	{"vigil_job_cpu_system_seconds_total", "CPU time the job's processes spent in the kernel.", metric.Counter},
@@ -254,12 +273,8 @@ func (p *Jobs) Init(env sampler.Env) error {
 	p.fds.left = fdBudget(p.cfg.MaxOpenFiles)
 	p.jobs = make(map[uint32]*job)
 	p.buf = make([]byte, 4096)
-	p.nJobs = metric.NewDesc("vigil_jobs", "Slurm jobs with a cgroup on the node, tracked.", metric.Gauge)
-	p.nEnded = metric.NewDesc("vigil_jobs_ended_total", "Jobs whose cgroup went away (the job ended on this node).", metric.Counter)
-	p.nUntracked = metric.NewDesc("vigil_jobs_untracked", "Jobs seen beyond max_jobs, not sampled.", metric.Gauge)
-	p.nIgnored = metric.NewDesc("vigil_jobs_ignored_entries", "Directories in the Slurm cgroup tree whose names are not uid_<n> or job_<n> (or a known Slurm name).", metric.Gauge)
-	p.nVanished = metric.NewDesc("vigil_jobs_vanished_total", "Jobs whose cgroup disappeared while being read.", metric.Counter)
-	p.nIOSkipped = metric.NewDesc("vigil_jobs_io_skipped_total", "/proc/<pid>/io reads skipped because max_io_pids was reached.", metric.Counter)
+	d := NodeDescs()
+	p.nJobs, p.nEnded, p.nUntracked, p.nIgnored, p.nVanished, p.nIOSkipped = d[0], d[1], d[2], d[3], d[4], d[5]
 	return nil
 }
 
@@ -439,8 +454,8 @@ func (p *Jobs) touch(r *root, uid int64, id uint32) {
 func (p *Jobs) newJob(r *root, uid int64, id uint32) *job {
 	j := &job{id: id, uid: uid, needScan: true}
 	ids := strconv.FormatUint(uint64(id), 10)
-	for i, s := range seriesInfo {
-		j.d[i] = metric.NewDesc(s.name, s.help, s.typ, "jobid", ids)
+	for i, s := range PerJob {
+		j.d[i] = metric.NewDesc(s.Name, s.Help, s.Type, "jobid", ids)
 	}
 	dir := func(base string) []byte {
 		if base == "" {
