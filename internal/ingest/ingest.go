@@ -259,3 +259,21 @@ func (h *Handler) Run(ctx context.Context) {
 		}
 	}
 }
+
+// Taps lets several taps watch the streams; the ended jobs are the union.
+type Taps []Tap
+
+// Schema implements Tap.
+func (ts Taps) Schema(node string, descs []*metric.Desc) {
+	for _, t := range ts {
+		t.Schema(node, descs)
+	}
+}
+
+// Tick implements Tap.
+func (ts Taps) Tick(node string, t time.Time, descs []*metric.Desc, values []float64) (ended []string) {
+	for _, tp := range ts {
+		ended = append(ended, tp.Tick(node, t, descs, values)...)
+	}
+	return ended
+}
