@@ -62,6 +62,8 @@ type Server struct {
 	jobs   *jobs.Manager   // the job index (docs/jobs.md)
 	// summaries writes each ended job's report figures into the index.
 	summaries *summarizer
+	// stragglers writes vigil_job_straggler for the running jobs.
+	stragglers *stragglerWatch
 	mux       *http.ServeMux
 	reg       *prometheus.Registry
 	httpm     *httpsec.Metrics
@@ -167,6 +169,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	summaries.jobs = s.jobs
 	s.summaries = summaries
+	s.stragglers = newStragglerWatch(rq, s.jobs, s.store.Appender, s.reg, log.With("component", "stragglers"))
 	s.jobs.Register(s.mux)
 	s.mux.Handle("GET /api/v1/jobs/{id}/report", report.Handler(s.getJob, rq))
 	s.rw = NewRemoteWrite(st, log.With("component", "remote_write"))
@@ -287,6 +290,7 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 	}
 	g.Go(func() error { s.jobs.Run(gctx); return nil })
 	g.Go(func() error { s.summaries.run(gctx); return nil })
+	g.Go(func() error { s.stragglers.run(gctx); return nil })
 	if len(s.cfg.remoteWrite()) > 0 {
 		// Remote write out sends what the tree and remote write in stored.
 		g.Go(func() error { return s.rwOut.Run(gctx) })
