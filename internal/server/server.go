@@ -64,10 +64,10 @@ type Server struct {
 	summaries *summarizer
 	// stragglers writes vigil_job_straggler for the running jobs.
 	stragglers *stragglerWatch
-	mux       *http.ServeMux
-	reg       *prometheus.Registry
-	httpm     *httpsec.Metrics
-	key       []byte // the stream's shared key; nil: loopback peers only
+	mux        *http.ServeMux
+	reg        *prometheus.Registry
+	httpm      *httpsec.Metrics
+	key        []byte // the stream's shared key; nil: loopback peers only
 	// streams is cancelled when serving stops: it ends the live streams
 	// (dashboard, log tail), whose handlers otherwise hold the HTTP
 	// shutdown for its whole grace period.
