@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vigil-hpc/vigil/internal/jobs"
@@ -35,7 +36,7 @@ func runJobEvent(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	strict := fs.Bool("strict", false, "exit 1 when the server cannot be told (a failing prolog drains its node)")
 	httpConfig := httpConfigFlag(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: vigil job-event start|end [--server URL] [--strict]\n\nReads SLURM_JOB_ID, SLURM_JOB_USER, SLURM_JOB_ACCOUNT, SLURM_JOB_PARTITION,\nSLURM_JOB_NAME, SLURM_JOB_NODELIST and (end) SLURM_JOB_EXIT_CODE2 or SLURM_JOB_EXIT_CODE.\n\nFlags:")
+		fmt.Fprintln(stderr, "usage: vigil job-event start|end [--server URL] [--strict]\n\nReads SLURM_JOB_ID, SLURM_JOB_USER, SLURM_JOB_ACCOUNT, SLURM_JOB_PARTITION,\nSLURM_JOB_NAME, SLURM_JOB_NODELIST, SLURM_JOB_CPUS_PER_NODE,\nSLURM_JOB_START_TIME/END_TIME (newer Slurm) and (end) SLURM_JOB_EXIT_CODE2 or SLURM_JOB_EXIT_CODE.\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	var event string
@@ -65,6 +66,15 @@ func runJobEvent(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			form.Set(e.field, v)
 		}
 	}
+	// 22.05's prologs give the CPUs per node, not the memory or the time
+	// limit (the --slurm poller fills those); newer slurmd prologs give
+	// the start and end times, whose difference is the limit.
+	if n, ok := cpusPerNode(os.Getenv("SLURM_JOB_CPUS_PER_NODE")); ok {
+		form.Set("cpus", strconv.Itoa(n))
+	}
+	if lim, ok := timeLimit(os.Getenv("SLURM_JOB_START_TIME"), os.Getenv("SLURM_JOB_END_TIME")); ok {
+		form.Set("time_limit", strconv.FormatInt(lim, 10))
+	}
 	if event == "end" {
 		// EXIT_CODE2 is "exit:signal"; EXIT_CODE a wait(2) status.
 		if c := os.Getenv("SLURM_JOB_EXIT_CODE2"); c != "" {
@@ -88,4 +98,41 @@ func postJobEvent(ctx context.Context, server, httpConfig string, timeout time.D
 	}
 	_, err = c.Post(ctx, "/api/v1/jobs/"+url.PathEscape(id)+"/event", form)
 	return err
+}
+
+// cpusPerNode sums Slurm's compressed CPU list, "4(x2),2" = 10.
+func cpusPerNode(s string) (int, bool) {
+	if s == "" || len(s) > 4096 {
+		return 0, false
+	}
+	total := 0
+	for part := range strings.SplitSeq(s, ",") {
+		count, rep := part, "1"
+		if i := strings.IndexByte(part, '('); i >= 0 {
+			if !strings.HasPrefix(part[i:], "(x") || !strings.HasSuffix(part, ")") {
+				return 0, false
+			}
+			count, rep = part[:i], part[i+2:len(part)-1]
+		}
+		c, err1 := strconv.Atoi(count)
+		r, err2 := strconv.Atoi(rep)
+		if err1 != nil || err2 != nil || c < 0 || r < 1 || c > 1<<20 || r > 1<<20 {
+			return 0, false
+		}
+		total += c * r
+		if total > 1<<24 {
+			return 0, false
+		}
+	}
+	return total, true
+}
+
+// timeLimit is end − start in seconds, from two Unix times.
+func timeLimit(start, end string) (int64, bool) {
+	s, err1 := strconv.ParseInt(start, 10, 64)
+	e, err2 := strconv.ParseInt(end, 10, 64)
+	if err1 != nil || err2 != nil || s <= 0 || e <= s || e-s > 1e9 {
+		return 0, false
+	}
+	return e - s, true
 }

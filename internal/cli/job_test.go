@@ -91,6 +91,9 @@ func TestJobEventCommand(t *testing.T) {
 	t.Setenv("SLURM_JOB_USER", "dave")
 	t.Setenv("SLURM_JOB_PARTITION", "long")
 	t.Setenv("SLURM_JOB_NODELIST", "cn[1-2]")
+	t.Setenv("SLURM_JOB_CPUS_PER_NODE", "8(x2)")
+	t.Setenv("SLURM_JOB_START_TIME", "1790000000")
+	t.Setenv("SLURM_JOB_END_TIME", "1790003600")
 	var out, errb bytes.Buffer
 	if code := Main(context.Background(), []string{"job-event", "start", "--server", srv}, &out, &errb); code != 0 || errb.Len() > 0 {
 		t.Fatalf("job-event start: exit %d: %s", code, errb.String())
@@ -108,7 +111,7 @@ func TestJobEventCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	if j.User != "dave" || j.Partition != "long" || strings.Join(j.Nodes, ",") != "cn1,cn2" || j.State != jobs.StateFailed ||
-		j.ExitCode != 1 || j.Start.IsZero() || j.End.Before(j.Start) {
+		j.ExitCode != 1 || j.Start.IsZero() || j.End.Before(j.Start) || j.CPUs != 16 || time.Duration(j.TimeLimit) != time.Hour {
 		t.Fatalf("job 555 after its events: %+v", j)
 	}
 	away := "http://" + freeAddr(t)
@@ -122,6 +125,19 @@ func TestJobEventCommand(t *testing.T) {
 	t.Setenv("SLURM_JOB_ID", "")
 	if code := Main(context.Background(), []string{"job-event", "end", "--server", srv}, &out, &errb); code != 2 {
 		t.Fatalf("job-event without SLURM_JOB_ID: exit %d, want 2", code)
+	}
+}
+
+func TestCPUsPerNode(t *testing.T) {
+	for in, want := range map[string]int{"4": 4, "4(x2),2": 10, "64(x1000)": 64000, "1,2,3": 6} {
+		if got, ok := cpusPerNode(in); !ok || got != want {
+			t.Errorf("cpusPerNode(%q) = %d, %v; want %d", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{"", "x", "4(2)", "4(x)", "4(x2", "-1", "4(x0)", "99999999(x99999999)"} {
+		if got, ok := cpusPerNode(in); ok {
+			t.Errorf("cpusPerNode(%q) = %d, want refused", in, got)
+		}
 	}
 }
 
