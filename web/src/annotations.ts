@@ -46,6 +46,9 @@ export type AnnotatedChart = uPlot & { annotations?: Placed[] };
 // annotationPlugin draws events() on the chart after its series.
 export function annotationPlugin(events: () => VigilEvent[]): uPlot.Plugin {
   let tip: HTMLElement | null = null;
+  // Cursors of the node view's charts move together; the tooltip shows on
+  // the chart under the pointer only.
+  let over = false;
   return {
     hooks: {
       init: [(u) => {
@@ -53,7 +56,11 @@ export function annotationPlugin(events: () => VigilEvent[]): uPlot.Plugin {
         tip.className = "ann-tip";
         tip.hidden = true;
         u.over.append(tip);
-        u.over.addEventListener("mouseleave", () => tip && (tip.hidden = true));
+        u.over.addEventListener("mouseenter", () => (over = true));
+        u.over.addEventListener("mouseleave", () => {
+          over = false;
+          if (tip) tip.hidden = true;
+        });
       }],
       draw: [(u) => {
         const min = u.scales.x.min, max = u.scales.x.max;
@@ -82,7 +89,7 @@ export function annotationPlugin(events: () => VigilEvent[]): uPlot.Plugin {
       setCursor: [(u) => {
         if (!tip) return;
         const x = u.cursor.left ?? -1;
-        const hits = x < 0 ? [] : nearest((u as AnnotatedChart).annotations ?? [], x, 5);
+        const hits = x < 0 || !over ? [] : nearest((u as AnnotatedChart).annotations ?? [], x, 5);
         if (hits.length === 0) {
           tip.hidden = true;
           return;

@@ -40,7 +40,8 @@ export function statusView(root: HTMLElement, { route, navigate, expose, signal 
     counts.set(s, c);
     return h("span.item", null, h("span", { class: "swatch " + (s === order[0] ? "down" : "state"), style: `--c: ${cssRGB(stateInfo[s].rgb)}` }), stateInfo[s].label, " ", c);
   }));
-  const sources = h("div.sources.muted");
+  // One place per source, in a fixed order, filled as each answers.
+  const sources = h("div.sources.muted", null, ["health", "alerts", "events"].map((s) => h("span.src", { "data-src": s })));
   const wrap = h("div.hm-wrap");
   const tip = h("div.tooltip", { hidden: true });
   const alertsBox = h("div.alerts", null, "loading…");
@@ -318,8 +319,8 @@ function eventRow(e: VigilEvent): HTMLElement {
     h("span.kind", null, kindLabel(e.kind)),
     e.node && h("a.node", { href: nodeHref(e.node, e.time) }, e.node),
     e.job && h("a.job", { href: "#/job/" + encodeURIComponent(e.job) }, "job " + e.job),
-    h("span.summary", null, e.summary),
-    link && h("a.link", { href: link }, "→"));
+    link && h("a.link", { href: link, title: "open" }, "→"),
+    h("span.summary", null, e.summary));
 }
 
 function cssToken(s: string): string {
