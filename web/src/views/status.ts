@@ -140,9 +140,14 @@ export function statusView(root: HTMLElement, { route, navigate, expose, signal 
     }
   };
 
+  // One load at a time; one asked for meanwhile runs after it.
   let loading = false;
-  const load = async () => {
-    if (loading) return;
+  let again = false;
+  const load = async (): Promise<void> => {
+    if (loading) {
+      again = true;
+      return;
+    }
     loading = true;
     try {
       const [n, hl, al] = await Promise.all([listNodes({ signal }), loadHealth(), loadAlerts()]);
@@ -181,6 +186,10 @@ export function statusView(root: HTMLElement, { route, navigate, expose, signal 
       err.hidden = false;
     } finally {
       loading = false;
+    }
+    if (again && !signal.aborted) {
+      again = false;
+      return load();
     }
   };
 
