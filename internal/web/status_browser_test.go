@@ -30,7 +30,10 @@ type statusFixture struct {
 	// failing is the node with a failing check (by either source).
 	failing string
 	// extra nodes with failing checks and alerts, for the 20,000-node run.
-	many   bool
+	many bool
+	// page caps the events of one answer (0: the limit asked), as a server
+	// may, so that paging back is needed.
+	page   int
 	listed atomic.Int64 // event list requests
 }
 
@@ -233,6 +236,9 @@ func (f *statusFixture) serveEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
+	if f.page > 0 {
+		limit = min(limit, f.page)
+	}
 	var before uint64
 	if s := q.Get("before"); s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)
@@ -297,6 +303,7 @@ func (f *statusFixture) serveStream(w http.ResponseWriter, r *http.Request) {
 func TestBrowserStatus(t *testing.T) {
 	webDir := browserEnv(t)
 	full := newStatusFixture(3)
+	full.page = 4
 	degraded := newStatusFixture(3)
 	degraded.health, degraded.alerts, degraded.stream, degraded.failing = false, false, false, "cn00003"
 	bare := newStatusFixture(3)

@@ -160,3 +160,9 @@ export const stateKinds = new Set(["node_down", "node_up", "health_fail", "healt
 export function safeLink(link: string | undefined): string | null {
   return link && /^#\/[\w-]/.test(link) ? link : null;
 }
+
+// rfc3339 formats unix ms for the event API's since/until, in whole
+// seconds (rounded down, or up with ceil: a bound never cuts off an event).
+export function rfc3339(ms: number, ceil = false): string {
+  return new Date((ceil ? Math.ceil(ms / 1000) : Math.floor(ms / 1000)) * 1000).toISOString().replace(/\.000Z$/, "Z");
+}

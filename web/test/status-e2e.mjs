@@ -55,10 +55,15 @@ try {
   check(alerts.length === 2 && /^InstanceDown\s*cn00001\s*critical\s*2[45]m\s*cn00001 has sent nothing/.test(alerts[0]) && /HighLoad \(pending\)cn00003warning/.test(alerts[1]),
     `alerts listed with node, severity, since and summary: ${JSON.stringify(alerts)}`);
 
-  // Timeline: the list, then the streamed event on top.
+  // Timeline: the first page (the server gives 4), the streamed event on
+  // top, then the older page.
   await page.waitForFunction(() => window.__vigil.events()[0] === "7" && document.querySelector(".timeline .event")?.dataset.id === "7", null, { timeout: 10000 });
-  const ids = await page.$$eval(".timeline .event", (l) => l.map((e) => e.dataset.id).join(","));
-  check(ids === "7,6,5,4,3,2,1", `timeline newest first, streamed event on top: ${ids}`);
+  let ids = await page.$$eval(".timeline .event", (l) => l.map((e) => e.dataset.id).join(","));
+  check(ids === "7,6,5,4,3", `timeline newest first, streamed event on top: ${ids}`);
+  await page.click("button.more");
+  await page.waitForFunction(() => window.__vigil.events().length === 7);
+  ids = await page.$$eval(".timeline .event", (l) => l.map((e) => e.dataset.id).join(","));
+  check(ids === "7,6,5,4,3,2,1" && (await page.$eval("button.more", (b) => b.hidden)), `older events paged in, none left: ${ids}`);
   check((await page.textContent(".live-state")) === "● live", "timeline says live");
   const row = await page.$eval(".timeline .event[data-id='2']", (e) => ({ text: e.textContent, node: e.querySelector("a.node")?.getAttribute("href"), link: e.querySelector("a.link")?.getAttribute("href"), cls: e.className }));
   check(/critical\s*check failed\s*cn00002\s*→\s*gpu_ecc: 3 uncorrectable ECC errors/.test(row.text) && row.node === "#/node/cn00002?from=now-1h&to=now" && row.link === "#/node/cn00002" && /sev-critical/.test(row.cls),

@@ -2,7 +2,7 @@ import type uPlot from "uplot";
 import { makeChart, type ChartWithLabels } from "../chart";
 import { ApiError, healthStatus, instantQuery, isAbort, listAlerts, listEvents, listJobs, rangeQuery, series, type Alert, type HealthFailure, type Job, type Labels, type MatrixSeries, type VigilEvent } from "../api";
 import { annotationPlugin, type AnnotatedChart } from "../annotations";
-import { alertSeverity, healthFromSeries } from "../status";
+import { alertSeverity, healthFromSeries, rfc3339 } from "../status";
 import { h, promString, type ViewContext } from "../dom";
 import { formatLabels, formatValue, type Unit } from "../format";
 import { stepFor, timeRange, type TimeRange } from "../route";
@@ -168,7 +168,7 @@ export function nodeView(root: HTMLElement, { route, navigate, expose, signal }:
       listJobs(new URLSearchParams({ node, since: "24h", limit: "50" }), { signal }).then((l) => jobs.replaceChildren(jobTable(l, node))).catch((e: Error) => {
         if (!isAbort(e)) jobs.replaceChildren(h("span.muted", null, e instanceof ApiError && e.status === 404 ? "no job index on this server" : e.message));
       }),
-      listEvents(new URLSearchParams({ node, since: new Date(r.start).toISOString(), until: new Date(r.end).toISOString(), limit: "1000" }), { signal }).then((pg) => {
+      listEvents(new URLSearchParams({ node, since: rfc3339(r.start), until: rfc3339(r.end, true), limit: "1000" }), { signal }).then((pg) => {
         // The server's node filter is a glob: keep this node's own.
         marks = pg.events.filter((e) => e.node === node);
         state.events = marks.length;

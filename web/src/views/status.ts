@@ -7,7 +7,7 @@ import { formatTime } from "../format";
 import { Heatmap } from "../heatmap";
 import {
   activeAlerts, alertSeverity, countStates, eventKinds, healthFromSeries, kindLabel, mergeEvents, nodeStates, order, safeLink,
-  severityAtLeast, stateInfo, stateKinds, statusLUT, type State,
+  rfc3339, severityAtLeast, stateInfo, stateKinds, statusLUT, type State,
 } from "../status";
 import { refreshMs, refreshPicker } from "./timepicker";
 
@@ -231,11 +231,18 @@ export function statusView(root: HTMLElement, { route, navigate, expose, signal 
   };
   const drawTimeline = () => {
     if (!eventsOK) return;
+    events = mergeEvents(events, incoming, cap);
+    incoming = [];
     timeline.replaceChildren(...(events.length ? events.map(eventRow) : [h("p.muted", null, "no events")]));
     older.hidden = next === "";
   };
+  // Events are merged in batches (a rack going down is a burst of them),
+  // when the timeline is drawn.
+  let incoming: VigilEvent[] = [];
+  let cap = maxEvents;
   const addEvents = (l: VigilEvent[]) => {
-    events = mergeEvents(events, l, maxEvents);
+    incoming.push(...l);
+    if (incoming.length > 4 * maxEvents) incoming = incoming.slice(-2 * maxEvents);
     drawSoon();
   };
   const eventsFailed = (e: unknown) => {
@@ -255,7 +262,7 @@ export function statusView(root: HTMLElement, { route, navigate, expose, signal 
     if (stats.stream !== "live") {
       const p = filters();
       p.set("limit", String(pageEvents));
-      if (events.length) p.set("since", new Date(events[0].time).toISOString());
+      if (events.length) p.set("since", rfc3339(events[0].time));
       stats.polls++;
       listEvents(p, { signal }).then((pg) => addEvents(pg.events)).catch(() => {});
     }
@@ -288,8 +295,9 @@ export function statusView(root: HTMLElement, { route, navigate, expose, signal 
     older.disabled = true;
     listEvents(p, { signal }).then((pg) => {
       next = pg.next;
-      // Older pages may pass the cap: the list grows by what was asked.
-      events = mergeEvents(events, pg.events, events.length + pg.events.length);
+      // Older pages raise the cap: the list grows by what was asked.
+      cap = Math.max(cap, events.length) + pg.events.length;
+      addEvents(pg.events);
       drawTimeline();
     }).catch((e) => !isAbort(e) && older.replaceWith(h("span.error", null, (e as Error).message))).finally(() => (older.disabled = false));
   });

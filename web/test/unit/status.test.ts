@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import type { Alert, HealthFailure, NodeState, VigilEvent } from "../../src/api";
 import {
   ALERT_CRITICAL, ALERT_WARNING, CHECK_FAILING, DOWN, OK, activeAlerts, countStates, healthFromSeries, mergeEvents, nodeStates, rank,
-  safeLink, severityAtLeast, stateInfo, statusLUT, type State,
+  rfc3339, safeLink, severityAtLeast, stateInfo, statusLUT, type State,
 } from "../../src/status";
 import { paintCell } from "../../src/cells";
 import { computeLayout, groupRacks } from "../../src/layout";
@@ -73,6 +73,9 @@ test("filters and links", () => {
   assert.equal(safeLink("javascript:alert(1)"), null);
   assert.equal(safeLink("https://evil.example/"), null);
   assert.equal(safeLink(undefined), null);
+  assert.equal(rfc3339(Date.UTC(2026, 10, 25, 10, 0, 0, 999)), "2026-11-25T10:00:00Z");
+  assert.equal(rfc3339(Date.UTC(2026, 10, 25, 10, 0, 0, 1), true), "2026-11-25T10:00:01Z");
+  assert.equal(rfc3339(Date.UTC(2026, 10, 25, 10, 0, 0), true), "2026-11-25T10:00:00Z");
 });
 
 // Everything the view does for a list of nodes but the canvas upload:
