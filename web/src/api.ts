@@ -558,3 +558,139 @@ export function liveHeatmap(expr: string, h: LiveHandlers, signal: AbortSignal):
   });
   return s;
 }
+
+// --- issue 15: node list, health, alerts and the event stream
+
+// NodeState is one node of the dashboard's list (api/web/nodes).
+export interface NodeState {
+  name: string;
+  up: boolean;
+  group?: string;
+}
+
+export async function listNodes(o: CallOptions = {}): Promise<NodeState[]> {
+  const body = (await request("nodes", "api/web/nodes", {}, o)) as { nodes?: unknown } | null;
+  if (!body || !Array.isArray(body.nodes)) throw new ApiError("nodes", 200, "bad_answer", "no node list");
+  const out: NodeState[] = [];
+  for (const n of body.nodes as { name?: unknown; up?: unknown; group?: unknown }[]) {
+    if (!n || typeof n.name !== "string" || n.name === "") continue;
+    out.push({ name: n.name, up: n.up === true, group: typeof n.group === "string" && n.group !== "" ? n.group : undefined });
+  }
+  return out;
+}
+
+// HealthFailure is one failing check of a node (api/v1/health).
+export interface HealthFailure {
+  check: string;
+  reason?: string;
+  since?: string; // RFC 3339
+}
+
+// healthStatus returns the failing checks by node; nodes passing every
+// check are absent. A server without the health endpoint answers 404.
+export async function healthStatus(o: CallOptions = {}): Promise<Map<string, HealthFailure[]>> {
+  const d = await prom<{ nodes?: unknown }>("health", "health", new URLSearchParams(), o, false);
+  const out = new Map<string, HealthFailure[]>();
+  if (!d || typeof d.nodes !== "object" || d.nodes === null) return out;
+  for (const [node, list] of Object.entries(d.nodes as Record<string, unknown>)) {
+    if (!Array.isArray(list)) continue;
+    const checks: HealthFailure[] = [];
+    for (const c of list as Record<string, unknown>[]) {
+      if (!c || typeof c.check !== "string") continue;
+      checks.push({ check: c.check, reason: typeof c.reason === "string" ? c.reason : undefined, since: typeof c.since === "string" ? c.since : undefined });
+    }
+    if (checks.length) out.set(node, checks);
+  }
+  return out;
+}
+
+// Alert is one active alert in the Prometheus API's shape (api/v1/alerts).
+export interface Alert {
+  labels: Labels;
+  annotations: Labels;
+  state: string; // "firing" | "pending"
+  activeAt?: string;
+  value?: string;
+}
+
+export async function listAlerts(o: CallOptions = {}): Promise<Alert[]> {
+  const d = await prom<{ alerts?: unknown }>("alerts", "alerts", new URLSearchParams(), o, false);
+  if (!d || !Array.isArray(d.alerts)) throw new ApiError("alerts", 200, "bad_answer", "data.alerts is not a list");
+  const str = (m: unknown): Labels => {
+    const out: Labels = {};
+    if (m && typeof m === "object") for (const [k, v] of Object.entries(m)) if (typeof v === "string") out[k] = v;
+    return out;
+  };
+  return (d.alerts as Record<string, unknown>[]).filter((a) => a && typeof a === "object").map((a) => ({
+    labels: str(a.labels), annotations: str(a.annotations), state: String(a.state ?? ""),
+    activeAt: typeof a.activeAt === "string" ? a.activeAt : undefined, value: typeof a.value === "string" ? a.value : undefined,
+  }));
+}
+
+// VigilEvent is one entry of the event stream (internal/events.Event).
+export interface VigilEvent {
+  id: string; // the store's increasing id, kept as text (it is a uint64)
+  time: number; // unix ms
+  kind: string;
+  node?: string;
+  job?: string;
+  severity: string;
+  summary: string;
+  labels?: Labels;
+  link?: string;
+}
+
+// parseEvent checks one event as the server encodes it, or returns null.
+export function parseEvent(v: unknown): VigilEvent | null {
+  if (!v || typeof v !== "object") return null;
+  const o = v as Record<string, unknown>;
+  const t = typeof o.time === "string" ? Date.parse(o.time) : NaN;
+  if ((typeof o.id !== "number" && typeof o.id !== "string") || Number.isNaN(t) || typeof o.kind !== "string") return null;
+  const s = (x: unknown) => (typeof x === "string" && x !== "" ? x : undefined);
+  const labels: Labels = {};
+  if (o.labels && typeof o.labels === "object") for (const [k, x] of Object.entries(o.labels)) if (typeof x === "string") labels[k] = x;
+  return {
+    id: String(o.id), time: t, kind: o.kind, node: s(o.node), job: s(o.job), severity: s(o.severity) ?? "info",
+    summary: typeof o.summary === "string" ? o.summary : "", labels, link: s(o.link),
+  };
+}
+
+export interface EventPage {
+  events: VigilEvent[];
+  next: string; // id to pass as before= for older events, "" at the end
+}
+
+// listEvents asks the event store, newest first; params: since, until,
+// kind, node, job, severity, limit, before.
+export async function listEvents(params: URLSearchParams, o: CallOptions = {}): Promise<EventPage> {
+  const d = await prom<{ events?: unknown; next?: unknown }>("events", "events", params, o, false);
+  if (!d || (d.events !== null && d.events !== undefined && !Array.isArray(d.events))) throw new ApiError("events", 200, "bad_answer", "data.events is not a list");
+  const events: VigilEvent[] = [];
+  for (const e of (d.events as unknown[] | null) ?? []) {
+    const p = parseEvent(e);
+    if (p) events.push(p);
+  }
+  return { events, next: typeof d.next === "string" || typeof d.next === "number" ? String(d.next) : "" };
+}
+
+// streamEvents follows api/v1/events/stream (event: vigil, data: one
+// event) with the filters of params().
+export function streamEvents(params: () => URLSearchParams, h: { event(e: VigilEvent): void; state?(s: StreamState): void }, signal: AbortSignal): Stream {
+  return openStream(() => {
+    const qs = params().toString();
+    return promBase + "events/stream" + (qs ? "?" + qs : "");
+  }, {
+    signal, state: h.state,
+    on: {
+      vigil(data) {
+        let e: VigilEvent | null = null;
+        try {
+          e = parseEvent(JSON.parse(data));
+        } catch {
+          return;
+        }
+        if (e) h.event(e);
+      },
+    },
+  });
+}

@@ -14,6 +14,7 @@ export interface ChartSpec {
   xRange?: [number, number];
   onZoom?: (startMs: number, endMs: number) => void;
   syncKey?: string;
+  plugins?: uPlot.Plugin[]; // e.g. the node view's event annotations
 }
 
 // ChartWithLabels keeps the y tick labels last drawn (they are canvas text;
@@ -34,6 +35,7 @@ export function makeChart(el: HTMLElement, spec: ChartSpec): uPlot {
     cursor: { drag: { x: true, y: false, setScale: !spec.onZoom }, sync: spec.syncKey ? { key: spec.syncKey } : undefined },
     scales: { x: spec.xRange ? { time: true, range: [spec.xRange[0] / 1000, spec.xRange[1] / 1000] } : { time: true }, y: spec.yRange ? { range: spec.yRange } : { auto: true } },
     legend: { live: true },
+    plugins: spec.plugins,
     axes: [
       { ...axis },
       { ...axis, size: 84, values: (u, vals) => ((u as ChartWithLabels).yLabels = axisLabels(vals, spec.unit)),

@@ -23,7 +23,7 @@ export class Heatmap {
   private octx: CanvasRenderingContext2D;
   private img: ImageData | null = null;
   private px: Uint32Array | null = null;
-  private lut = buildLUT();
+  private lut: Uint32Array;
   private downBg = packRGBA(DOWN_BG_RGB);
   private bg = packRGBA(BG_RGB);
   private nodes: NodeEntry[] = [];
@@ -39,7 +39,10 @@ export class Heatmap {
     private wrap: HTMLElement,
     private onHover: (node: number, clientX: number, clientY: number) => void,
     private onClick: (node: number) => void,
+    // lut colours the codes (the Status view paints states with its own).
+    lut: Uint32Array = buildLUT(),
   ) {
+    this.lut = lut;
     wrap.classList.add("heatmap");
     this.base = document.createElement("canvas");
     this.overlay = document.createElement("canvas");

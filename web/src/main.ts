@@ -3,6 +3,7 @@ import "./style.css";
 import { h, type View } from "./dom";
 import { formatHash, parseHash, type Route, type ViewName } from "./route";
 import { heatmapView } from "./views/heatmap";
+import { statusView } from "./views/status";
 import { nodeView } from "./views/node";
 import { exploreView } from "./views/explore";
 import { treeView } from "./views/tree";
@@ -17,6 +18,7 @@ const exposed: Record<string, unknown> = {};
 const main = h("main");
 const links = {
   heatmap: h("a", { href: "#/heatmap" }, "Heatmap"),
+  status: h("a", { href: "#/status" }, "Status"),
   explore: h("a", { href: "#/explore" }, "Explore"),
   tree: h("a", { href: "#/tree" }, "Tree"),
   logs: h("a", { href: "#/logs" }, "Logs"),
@@ -30,7 +32,7 @@ goto.addEventListener("keydown", (e) => {
   }
 });
 document.body.append(
-  h("header", null, h("span.brand", null, "Vigil"), h("nav", null, links.heatmap, links.explore, links.tree, links.logs, links.jobs), goto),
+  h("header", null, h("span.brand", null, "Vigil"), h("nav", null, links.heatmap, links.status, links.explore, links.tree, links.logs, links.jobs), goto),
   main,
 );
 
@@ -39,6 +41,7 @@ document.body.append(
 // streams) and calls its cleanup.
 const views: Record<ViewName, { mount: View; title(r: Route): string }> = {
   heatmap: { mount: heatmapView, title: () => "Heatmap" },
+  status: { mount: statusView, title: () => "Status" },
   node: { mount: nodeView, title: (r) => r.node ?? "Node" },
   explore: { mount: exploreView, title: () => "Explore" },
   tree: { mount: treeView, title: () => "Tree" },

@@ -169,6 +169,16 @@ try {
   await page.waitForSelector(".logs-view .error:not([hidden])");
   check(/unknown filter "colour"/.test(await page.textContent(".logs-view .error")), "an unknown filter is reported");
 
+  // The Status view against the real server: every node placed, whatever
+  // of health, alerts and events the server offers; never an error page.
+  await page.goto(base + "/#/status?refresh=off");
+  await page.waitForFunction(() => window.__vigil?.status?.loads >= 1);
+  const sv = await page.evaluate(() => ({ n: window.__vigil.status.nodes, c: window.__vigil.counts(), src: window.__vigil.status.sources }));
+  check(sv.n === simulated + 1 && Object.values(sv.c).reduce((a, b) => a + b, 0) === sv.n, `status grid places every node (${JSON.stringify(sv)})`);
+  check(await page.$eval(".status-view > .error", (e) => e.hidden), "status view: no error page");
+  await page.waitForFunction(() => !/loading/.test(document.querySelector(".timeline")?.textContent ?? "loading"));
+  await shot("demo-status.png");
+
   check(errors.length === 0, "no page errors" + (errors.length ? ": " + errors.join("; ") : ""));
   console.log("demo e2e passed");
 } catch (e) {

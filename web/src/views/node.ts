@@ -1,6 +1,8 @@
 import type uPlot from "uplot";
 import { makeChart, type ChartWithLabels } from "../chart";
-import { ApiError, instantQuery, isAbort, listJobs, rangeQuery, series, type Job, type Labels, type MatrixSeries } from "../api";
+import { ApiError, healthStatus, instantQuery, isAbort, listAlerts, listEvents, listJobs, rangeQuery, series, type Alert, type HealthFailure, type Job, type Labels, type MatrixSeries, type VigilEvent } from "../api";
+import { annotationPlugin, type AnnotatedChart } from "../annotations";
+import { alertSeverity, healthFromSeries, rfc3339 } from "../status";
 import { h, promString, type ViewContext } from "../dom";
 import { formatLabels, formatValue, type Unit } from "../format";
 import { stepFor, timeRange, type TimeRange } from "../route";
@@ -58,6 +60,12 @@ export function nodeView(root: HTMLElement, { route, navigate, expose, signal }:
     missing: false,
     xRanges: () => [...charts.values()].map((c) => [c.u.scales.x.min, c.u.scales.x.max]),
     yLabels: (title: string) => (charts.get(title)?.u as ChartWithLabels | undefined)?.yLabels ?? [],
+    // Per chart, the event markers drawn: css x in the plot, canvas x.
+    annotations: (title: string) => {
+      const u = charts.get(title)?.u as AnnotatedChart | undefined;
+      return (u?.annotations ?? []).map((p) => ({ x: p.x, cx: u!.valToPos(p.e.time / 1000, "x", true), kind: p.e.kind, severity: p.e.severity }));
+    },
+    events: 0,
   };
   expose({ charts: drawn, node: state });
 
@@ -73,6 +81,10 @@ export function nodeView(root: HTMLElement, { route, navigate, expose, signal }:
   const procs = h("div.procs", null, "loading…");
   const jobs = h("div.node-jobs", null, "loading…");
   const updated = h("span.muted.updated");
+  // The node's events in the range, drawn on every chart.
+  let marks: VigilEvent[] = [];
+  const now = h("div.node-now", null, h("span.muted", null, "checks and alerts: loading…"));
+  const annCount = h("span.muted.ann-count");
   const el = h("section.view.node-view", null,
     h("div.toolbar", null,
       h("a", { href: "#/heatmap" }, "← heatmap"),
@@ -82,7 +94,7 @@ export function nodeView(root: HTMLElement, { route, navigate, expose, signal }:
         p.set("refresh", v);
         go(p);
       }), updated),
-    grid,
+    now, grid, annCount,
     h("h3", null, "Jobs (current and last 24 h)"), jobs,
     h("h3", null, "Top processes"), procs,
   );
@@ -121,6 +133,7 @@ export function nodeView(root: HTMLElement, { route, navigate, expose, signal }:
         charts.set(p.title, { labels, u: makeChart(box, {
           title: p.title, unit: p.unit, labels: all.map((x) => x.label), data, stepped: p.stepped, yRange: p.yRange,
           xRange: [r.start, r.end], syncKey: "node", onZoom: (a, b) => pick(String(a), String(b)),
+          plugins: [annotationPlugin(() => marks)],
         }) });
         box.classList.add("has-data");
       }
@@ -155,6 +168,16 @@ export function nodeView(root: HTMLElement, { route, navigate, expose, signal }:
       listJobs(new URLSearchParams({ node, since: "24h", limit: "50" }), { signal }).then((l) => jobs.replaceChildren(jobTable(l, node))).catch((e: Error) => {
         if (!isAbort(e)) jobs.replaceChildren(h("span.muted", null, e instanceof ApiError && e.status === 404 ? "no job index on this server" : e.message));
       }),
+      listEvents(new URLSearchParams({ node, since: rfc3339(r.start), until: rfc3339(r.end, true), limit: "1000" }), { signal }).then((pg) => {
+        // The server's node filter is a glob: keep this node's own.
+        marks = pg.events.filter((e) => e.node === node);
+        state.events = marks.length;
+        annCount.textContent = marks.length ? `${marks.length} event${marks.length === 1 ? "" : "s"} marked on the charts (solid: start or failure, dashed: recovery or end)` : "no events in this range";
+        charts.forEach((c) => c.u.redraw(false));
+      }).catch((e: Error) => {
+        if (!isAbort(e)) annCount.textContent = e instanceof ApiError && e.status === 404 ? "no event store on this server" : "events: " + e.message;
+      }),
+      nodeProblems(node, sel, signal).then((l) => now.replaceChildren(...l)),
       loadProcesses(sel, r.end, signal).then((t) => procs.replaceChildren(t)).catch((e: Error) => {
         if (!isAbort(e)) procs.replaceChildren(h("span.error", null, e.message));
       }),
@@ -184,6 +207,32 @@ export function nodeView(root: HTMLElement, { route, navigate, expose, signal }:
     clearTimeout(timer);
     charts.forEach((c) => c.u.destroy());
   };
+}
+
+// nodeProblems lists the node's failing checks and firing alerts now;
+// a source the server lacks is said, not an error.
+async function nodeProblems(node: string, sel: string, signal: AbortSignal): Promise<HTMLElement[]> {
+  const checks = healthStatus({ signal }).then((m) => m.get(node) ?? [], async (e: Error): Promise<HealthFailure[]> => {
+    if (!(e instanceof ApiError) || e.status !== 404) throw e;
+    const [notOk, why] = await Promise.all([instantQuery(`vigil_health_check_ok{${sel}} == 0`, undefined, { signal }), instantQuery(`vigil_health_check_failure{${sel}}`, undefined, { signal })]);
+    return healthFromSeries(notOk.resultType === "vector" ? notOk.result : [], why.resultType === "vector" ? why.result : []).get(node) ?? [];
+  });
+  const alerts = listAlerts({ signal }).then((l) => l.filter((a) => a.labels.node === node && a.state === "firing"));
+  const [c, a] = await Promise.allSettled([checks, alerts]);
+  const out: HTMLElement[] = [];
+  const why = (e: unknown) => (e instanceof ApiError && e.status === 404 ? "not available on this server" : (e as Error).message);
+  if (c.status === "rejected") {
+    if (isAbort(c.reason)) return out;
+    out.push(h("span.muted.checks", null, "health checks: " + why(c.reason)));
+  } else if (c.value.length === 0) out.push(h("span.checks.ok", null, "all health checks pass"));
+  else out.push(h("span.checks.bad", null, `failing: ${c.value.map((x) => x.check + (x.reason ? ` (${x.reason})` : "")).join(", ")}`));
+  if (a.status === "rejected") {
+    if (isAbort(a.reason)) return out;
+    out.push(h("span.muted.alerts", null, "alerts: " + why(a.reason)));
+  } else if (a.value.length === 0) out.push(h("span.alerts.ok", null, "no firing alerts"));
+  else out.push(h("span.alerts", null, "firing: ", ...a.value.map((x: Alert, i) => h("span", { class: alertSeverity(x) === "critical" ? "bad" : "warn" },
+    (i ? ", " : "") + (x.labels.alertname ?? "alert") + (x.annotations.summary ? ` (${x.annotations.summary})` : "")))));
+  return out;
 }
 
 // jobTable lists the jobs that ran on node (the server's filter is checked
