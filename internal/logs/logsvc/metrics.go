@@ -116,11 +116,13 @@ type hostCount struct {
 // they stay monotonic across restarts; the host views start again.
 type logCounters struct {
 	msgs        map[counterKey]uint64
+	fresh       map[counterKey]struct{} // counted first since the last write
 	other       [9]uint64 // by severity; [8] for out-of-range values
 	folded      uint64
 	newPatterns uint64
 	hosts       map[hostKey]*hostCount
 	dropped     uint64
+	restoring   bool // mining what was stored after the last save
 
 	// Writer state, used only by writeMetrics.
 	written map[uint64]labels.Labels // series written last time, by hash
@@ -128,7 +130,7 @@ type logCounters struct {
 }
 
 func newLogCounters() *logCounters {
-	return &logCounters{msgs: map[counterKey]uint64{}, hosts: map[hostKey]*hostCount{}}
+	return &logCounters{msgs: map[counterKey]uint64{}, fresh: map[counterKey]struct{}{}, hosts: map[hostKey]*hostCount{}}
 }
 
 // savedCounters is logCounters on disk (patterns.json).
@@ -182,6 +184,9 @@ func (s *Service) count(r *logstore.Record, isNew bool) {
 	} else if len(c.msgs) < s.mcfg.MaxPatternSeries {
 		k.app = clone(k.app)
 		c.msgs[k] = 1
+		if !c.restoring { // those may have been written before a crash
+			c.fresh[k] = struct{}{}
+		}
 	} else {
 		c.other[sev]++
 		c.folded++
@@ -234,6 +239,11 @@ type sample struct {
 	sev     string
 	host    string
 	v       float64
+	// zeroFirst: a counter this process created, written at 0 just
+	// before its first value, so that increase() and rate() count the
+	// messages of its first interval (a burst of a new pattern) as
+	// Prometheus' created-timestamp zero samples do.
+	zeroFirst bool
 }
 
 // runMetrics writes the counters every interval until ctx ends.
@@ -303,6 +313,11 @@ func (s *Service) writeMetrics(now time.Time) error {
 		b.Sort()
 		ls := b.Labels()
 		written[ls.Hash()] = ls
+		if sm.zeroFirst {
+			if _, err := app.Append(0, ls, ts-1, 0); err != nil && aerr == nil {
+				aerr = fmt.Errorf("append %s: %w", ls, err)
+			}
+		}
 		if _, err := app.Append(0, ls, ts, sm.v); err != nil && aerr == nil {
 			aerr = fmt.Errorf("append %s: %w", ls, err)
 		}
@@ -343,12 +358,14 @@ func (s *Service) gatherMetrics(now time.Time) []sample {
 		// an evicted one's under a new id: drop the old counter (its
 		// series ends with a stale marker) rather than fold it into
 		// another, which would read as a burst of messages.
+		_, fresh := c.fresh[k]
 		if to, ok := s.miner.Resolve(k.pattern); !ok || to != k.pattern {
 			delete(c.msgs, k)
 			continue
 		}
-		out = append(out, sample{name: metricMessages, pattern: strconv.FormatUint(k.pattern, 10), app: k.app, sev: severityLabel(k.sev), v: float64(n)})
+		out = append(out, sample{name: metricMessages, pattern: strconv.FormatUint(k.pattern, 10), app: k.app, sev: severityLabel(k.sev), v: float64(n), zeroFirst: fresh})
 	}
+	clear(c.fresh)
 
 	// Host views: pairs of merged patterns join the survivor's (window
 	// and recency only: adding totals would read as a burst).

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +25,7 @@ type capture struct {
 	mu      sync.Mutex
 	commits []map[string]float64 // labels.String() → value
 	ls      map[string]labels.Labels
+	history map[string][]float64 // every value appended, in order
 }
 
 func (c *capture) Appender(context.Context) storage.Appender { return &captureApp{c: c} }
@@ -31,19 +33,23 @@ func (c *capture) Appender(context.Context) storage.Appender { return &captureAp
 type captureApp struct {
 	storage.Appender // only Append, Commit and Rollback are called
 	c                *capture
-	got              map[string]float64
+	got              map[string]float64 // the newest sample of each series
+	ts               map[string]int64
 	ls               map[string]labels.Labels
+	seq              []string
+	vals             []float64
 }
 
-func (a *captureApp) Append(_ storage.SeriesRef, l labels.Labels, _ int64, v float64) (storage.SeriesRef, error) {
+func (a *captureApp) Append(_ storage.SeriesRef, l labels.Labels, t int64, v float64) (storage.SeriesRef, error) {
 	if a.got == nil {
-		a.got, a.ls = map[string]float64{}, map[string]labels.Labels{}
+		a.got, a.ts, a.ls = map[string]float64{}, map[string]int64{}, map[string]labels.Labels{}
 	}
 	k := l.String()
-	if _, dup := a.got[k]; dup {
-		return 0, fmt.Errorf("series %s appended twice in one commit", k)
+	if t0, dup := a.ts[k]; dup && t <= t0 {
+		return 0, fmt.Errorf("series %s appended at %d after %d", k, t, t0)
 	}
-	a.got[k], a.ls[k] = v, l
+	a.got[k], a.ts[k], a.ls[k] = v, t, l
+	a.seq, a.vals = append(a.seq, k), append(a.vals, v)
 	return 0, nil
 }
 
@@ -56,6 +62,12 @@ func (a *captureApp) Commit() error {
 	}
 	for k, l := range a.ls {
 		a.c.ls[k] = l
+	}
+	if a.c.history == nil {
+		a.c.history = map[string][]float64{}
+	}
+	for i, k := range a.seq {
+		a.c.history[k] = append(a.c.history[k], a.vals[i])
 	}
 	return nil
 }
@@ -142,6 +154,11 @@ func TestLogMetricsCountPatternsAndHosts(t *testing.T) {
 		}
 	})
 	pat := ls.Get("pattern")
+	// A counter new in this process starts with a zero sample, so that
+	// increase() sees its first interval's messages.
+	if hist := c.history[ls.String()]; !slices.Equal(hist, []float64{0, float64(n)}) {
+		t.Errorf("%s written as %v, want [0 %d]", ls, hist, n)
+	}
 	if _, v := c.one(t, labels.MetricName, metricMessages, "app", "kernel", "severity", "info"); v != 1 {
 		t.Errorf("kernel messages = %v, want 1", v)
 	}
@@ -278,8 +295,13 @@ func TestLogMetricsMonotonicAcrossRestart(t *testing.T) {
 	if err := h.svc.writeMetrics(time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if _, v := c2.one(t, labels.MetricName, metricMessages, "app", "sshd"); v != float64(2*n) {
+	ls, v := c2.one(t, labels.MetricName, metricMessages, "app", "sshd")
+	if v != float64(2*n) {
 		t.Errorf("after more messages: %v, want %d", v, 2*n)
+	}
+	// Restored counters go on from their value: no zero sample.
+	if hist := c2.history[ls.String()]; !slices.Equal(hist, []float64{float64(n), float64(2 * n)}) {
+		t.Errorf("%s written as %v after a restart, want [%d %d]", ls, hist, n, 2*n)
 	}
 }
 

@@ -604,6 +604,10 @@ func (s *Service) restore() error {
 		}
 	}
 	replayed := 0
+	if s.counters != nil {
+		s.counters.restoring = true
+		defer func() { s.counters.restoring = false }()
+	}
 	for {
 		recs, upTo, err := s.store.After(seq, logstore.Query{}, 4096)
 		if err != nil {
