@@ -117,7 +117,7 @@ type hostCount struct {
 type logCounters struct {
 	msgs        map[counterKey]uint64
 	fresh       map[counterKey]struct{} // counted first since the last write
-	other       [9]uint64 // by severity; [8] for out-of-range values
+	other       [9]uint64               // by severity; [8] for out-of-range values
 	folded      uint64
 	newPatterns uint64
 	hosts       map[hostKey]*hostCount
