@@ -115,7 +115,7 @@ type hostCount struct {
 // counters and the new-pattern count are saved with the pattern state, so
 // they stay monotonic across restarts; the host views start again.
 type logCounters struct {
-	msgs        map[counterKey]uint64
+	msgs        map[counterKey]*uint64 // a pointer: one map lookup per message
 	fresh       map[counterKey]struct{} // counted first since the last write
 	other       [9]uint64               // by severity; [8] for out-of-range values
 	folded      uint64
@@ -130,7 +130,7 @@ type logCounters struct {
 }
 
 func newLogCounters() *logCounters {
-	return &logCounters{msgs: map[counterKey]uint64{}, fresh: map[counterKey]struct{}{}, hosts: map[hostKey]*hostCount{}}
+	return &logCounters{msgs: map[counterKey]*uint64{}, fresh: map[counterKey]struct{}{}, hosts: map[hostKey]*hostCount{}}
 }
 
 // savedCounters is logCounters on disk (patterns.json).
@@ -152,7 +152,7 @@ func (c *logCounters) save() *savedCounters {
 	sc := &savedCounters{Other: c.other, Folded: c.folded, NewPatterns: c.newPatterns}
 	sc.Messages = make([]savedCount, 0, len(c.msgs))
 	for k, v := range c.msgs {
-		sc.Messages = append(sc.Messages, savedCount{Pattern: k.pattern, App: k.app, Severity: k.sev, Count: v})
+		sc.Messages = append(sc.Messages, savedCount{Pattern: k.pattern, App: k.app, Severity: k.sev, Count: *v})
 	}
 	return sc
 }
@@ -163,7 +163,8 @@ func (c *logCounters) load(sc *savedCounters, maxSeries int) {
 		if len(c.msgs) >= maxSeries {
 			break // the bound was lowered: the rest start again as "other"
 		}
-		c.msgs[counterKey{m.Pattern, labelValue(m.App, maxAppLabel), min(m.Severity, 8)}] = m.Count
+		n := m.Count
+		c.msgs[counterKey{m.Pattern, labelValue(m.App, maxAppLabel), min(m.Severity, 8)}] = &n
 	}
 }
 
@@ -179,11 +180,12 @@ func (s *Service) count(r *logstore.Record, isNew bool) {
 	}
 	sev := min(r.Severity, 8)
 	k := counterKey{r.Pattern, labelValue(r.App, maxAppLabel), sev}
-	if n, ok := c.msgs[k]; ok {
-		c.msgs[k] = n + 1
+	if n := c.msgs[k]; n != nil {
+		*n++
 	} else if len(c.msgs) < s.mcfg.MaxPatternSeries {
 		k.app = clone(k.app)
-		c.msgs[k] = 1
+		one := uint64(1)
+		c.msgs[k] = &one
 		if !c.restoring { // those may have been written before a crash
 			c.fresh[k] = struct{}{}
 		}
@@ -363,7 +365,7 @@ func (s *Service) gatherMetrics(now time.Time) []sample {
 			delete(c.msgs, k)
 			continue
 		}
-		out = append(out, sample{name: metricMessages, pattern: strconv.FormatUint(k.pattern, 10), app: k.app, sev: severityLabel(k.sev), v: float64(n), zeroFirst: fresh})
+		out = append(out, sample{name: metricMessages, pattern: strconv.FormatUint(k.pattern, 10), app: k.app, sev: severityLabel(k.sev), v: float64(*n), zeroFirst: fresh})
 	}
 	clear(c.fresh)
 

@@ -116,3 +116,19 @@ func BenchmarkWriteMetrics(b *testing.B) {
 	b.ReportMetric(float64(len(s.counters.written)), "series")
 	b.ReportMetric(float64(s.miner.Len()), "patterns")
 }
+
+// BenchmarkCount is what the counters add to mining a message: counting
+// it once its label set and host are known.
+func BenchmarkCount(b *testing.B) {
+	s := bareService(true)
+	recs := records(4096)
+	for i := range recs {
+		s.mine(&recs[i])
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		s.count(&recs[i%len(recs)], false)
+		i++
+	}
+}
