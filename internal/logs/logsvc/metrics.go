@@ -115,7 +115,7 @@ type hostCount struct {
 // counters and the new-pattern count are saved with the pattern state, so
 // they stay monotonic across restarts; the host views start again.
 type logCounters struct {
-	msgs        map[counterKey]*uint64 // a pointer: one map lookup per message
+	msgs        map[counterKey]*uint64  // a pointer: one map lookup per message
 	fresh       map[counterKey]struct{} // counted first since the last write
 	other       [9]uint64               // by severity; [8] for out-of-range values
 	folded      uint64
