@@ -345,7 +345,7 @@ func (s *Service) gatherMetrics(now time.Time) []sample {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.counters
-	out := make([]sample, 0, len(c.msgs)+16)
+	out := make([]sample, 0, len(c.msgs)+s.mcfg.MaxHostSeries+2*s.miner.Len()+16)
 	out = append(out,
 		sample{name: metricNewPatterns, v: float64(c.newPatterns)},
 		sample{name: metricFolded, v: float64(c.folded)},
