@@ -372,3 +372,34 @@ func TestLabelValue(t *testing.T) {
 		}
 	}
 }
+
+// TestLogMetricsEvictedPatternEnds: the series of a pattern the miner
+// evicts ends with a stale marker instead of lingering or folding into
+// another pattern's counter.
+func TestLogMetricsEvictedPatternEnds(t *testing.T) {
+	c := &capture{}
+	h := start(t, t.TempDir(), func(cfg *Config) {
+		metricsConfig(c)(cfg)
+		cfg.MaxPatterns = 2
+	})
+	sendTCP(t, h.tcpAddr(), "<13>Jan  5 10:00:00 cn01 alpha: ready\n<13>Jan  5 10:00:00 cn01 beta: ready\n")
+	h.waitAccepted(t, 2)
+	if err := h.svc.writeMetrics(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	alpha, _ := c.one(t, labels.MetricName, metricMessages, "app", "alpha")
+	sendTCP(t, h.tcpAddr(), "<13>Jan  5 10:00:01 cn01 gamma: ready\n")
+	h.waitAccepted(t, 3)
+	if err := h.svc.writeMetrics(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.last(t, labels.MetricName, metricMessages, "app", "alpha"); !value.IsStaleNaN(got[alpha.String()]) || len(got) != 1 {
+		t.Errorf("evicted pattern's series: %v, want a stale marker", got)
+	}
+	if _, v := c.one(t, labels.MetricName, metricMessages, "app", "gamma"); v != 1 {
+		t.Errorf("gamma = %v, want 1", v)
+	}
+	if _, v := c.one(t, labels.MetricName, metricMessages, "app", "beta"); v != 1 {
+		t.Errorf("beta = %v, want 1", v)
+	}
+}
