@@ -105,10 +105,27 @@ type hostKey struct {
 }
 
 type hostCount struct {
-	total  uint64 // messages since the pair was first tracked
-	window uint64 // messages since the last write
-	last   int64  // newest message, Unix seconds
-	inView bool   // written as vigil_log_messages_by_host_total last time
+	total     uint64 // messages since the pair was first tracked
+	cur, prev uint64 // messages in the current and the previous period
+	period    int64  // the current period: Unix seconds / topHostsPeriod
+	last      int64  // newest message, Unix seconds
+}
+
+// topHostsPeriod is the period the top-hosts view ranks by: a host's
+// messages in the current and the previous one, the last 5 to 10 minutes,
+// so membership does not flap with every quiet interval.
+const topHostsPeriod = 300
+
+// roll makes p the current period, if it is later.
+func (h *hostCount) roll(p int64) {
+	switch {
+	case p <= h.period:
+	case p == h.period+1:
+		h.prev, h.cur = h.cur, 0
+	default:
+		h.prev, h.cur = 0, 0
+	}
+	h.period = max(h.period, p)
 }
 
 // logCounters is the counting state, guarded by Service.mu. The message
@@ -204,9 +221,11 @@ func (s *Service) count(r *logstore.Record, isNew bool) {
 		h = &hostCount{}
 		c.hosts[hk] = h
 	}
+	t := r.Received.Unix()
+	h.roll(t / topHostsPeriod)
 	h.total++
-	h.window++
-	h.last = max(h.last, r.Received.Unix())
+	h.cur++ // a late message counts in the current period
+	h.last = max(h.last, t)
 }
 
 // labelValue makes s a bounded, valid UTF-8 label value; s itself when it
@@ -281,7 +300,7 @@ func (s *Service) writeMetrics(now time.Time) error {
 	if !c.meta && s.mcfg.Metadata != nil {
 		md := s.mcfg.Metadata
 		md(metricMessages, "counter", "Log messages by pattern, app and syslog severity; beyond the series bound under pattern=\"other\".")
-		md(metricMessagesByHost, "counter", "Log messages by host and pattern for the top hosts of each pattern in the last interval; membership changes.")
+		md(metricMessagesByHost, "counter", "Log messages by host and pattern for the top hosts of each pattern in the last 5 to 10 minutes; membership changes.")
 		md(metricNewPatterns, "counter", "Log patterns seen for the first time.")
 		md(metricPatternHosts, "gauge", "Distinct hosts that logged the pattern in the last 5 minutes.")
 		md(metricFirstSeen, "gauge", "When the pattern was first seen, Unix seconds.")
@@ -338,9 +357,9 @@ func (s *Service) writeMetrics(now time.Time) error {
 	return aerr
 }
 
-// gatherMetrics reads the counters into samples and starts a new window:
-// it picks the top hosts, forgets quiet pairs and counters of patterns
-// that no longer exist.
+// gatherMetrics reads the counters into samples. It picks the top hosts
+// and forgets quiet pairs and the counters of patterns that no longer
+// exist.
 func (s *Service) gatherMetrics(now time.Time) []sample {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -369,8 +388,9 @@ func (s *Service) gatherMetrics(now time.Time) []sample {
 	}
 	clear(c.fresh)
 
-	// Host views: pairs of merged patterns join the survivor's (window
-	// and recency only: adding totals would read as a burst).
+	// Host views: pairs of merged patterns join the survivor's (recent
+	// counts only: adding totals would read as a burst).
+	nowPeriod := now.Unix() / topHostsPeriod
 	for k, h := range c.hosts {
 		to, ok := s.miner.Resolve(k.pattern)
 		if ok && to == k.pattern {
@@ -382,10 +402,12 @@ func (s *Service) gatherMetrics(now time.Time) []sample {
 		}
 		nk := hostKey{to, k.host}
 		if t := c.hosts[nk]; t != nil {
-			t.window += h.window
+			t.roll(nowPeriod)
+			h.roll(nowPeriod)
+			t.cur += h.cur
+			t.prev += h.prev
 			t.last = max(t.last, h.last)
 		} else {
-			h.inView = false
 			c.hosts[nk] = h
 		}
 	}
@@ -397,19 +419,18 @@ func (s *Service) gatherMetrics(now time.Time) []sample {
 	byPattern := map[uint64][]cand{}
 	hostsOf := map[uint64]int{}
 	for k, h := range c.hosts {
-		if h.last >= recent {
-			hostsOf[k.pattern]++
-		} else if !h.inView {
-			delete(c.hosts, k) // quiet: a later message tracks it afresh
+		h.roll(nowPeriod)
+		if h.cur+h.prev == 0 {
+			delete(c.hosts, k) // quiet for 5 minutes at least: a later message tracks it afresh
 			continue
 		}
-		if h.window > 0 {
-			byPattern[k.pattern] = append(byPattern[k.pattern], cand{k, h})
+		if h.last >= recent {
+			hostsOf[k.pattern]++
 		}
-		h.inView = false
+		byPattern[k.pattern] = append(byPattern[k.pattern], cand{k, h})
 	}
 	byCount := func(a, b cand) int {
-		return cmp.Or(cmp.Compare(b.h.window, a.h.window), cmp.Compare(b.h.total, a.h.total),
+		return cmp.Or(cmp.Compare(b.h.cur+b.h.prev, a.h.cur+a.h.prev), cmp.Compare(b.h.total, a.h.total),
 			cmp.Compare(a.k.pattern, b.k.pattern), strings.Compare(a.k.host, b.k.host))
 	}
 	var view []cand
@@ -420,11 +441,7 @@ func (s *Service) gatherMetrics(now time.Time) []sample {
 	slices.SortFunc(view, byCount)
 	view = view[:min(len(view), s.mcfg.MaxHostSeries)]
 	for _, v := range view {
-		v.h.inView = true
 		out = append(out, sample{name: metricMessagesByHost, pattern: strconv.FormatUint(v.k.pattern, 10), host: v.k.host, v: float64(v.h.total)})
-	}
-	for _, h := range c.hosts {
-		h.window = 0
 	}
 	for id, n := range hostsOf {
 		p := strconv.FormatUint(id, 10)

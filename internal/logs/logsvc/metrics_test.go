@@ -3,6 +3,7 @@ package logsvc
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"net/url"
 	"os"
@@ -231,22 +232,33 @@ func TestLogMetricsBounds(t *testing.T) {
 		}
 	}
 
-	// A quiet interval: the top-hosts view empties, with stale markers.
-	if err := h.svc.writeMetrics(time.Now()); err != nil {
+	// A quiet interval: the view ranks by the last 5 to 10 minutes, so it
+	// stays as it was.
+	now := time.Now()
+	if err := h.svc.writeMetrics(now.Add(15 * time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	stale := c.last(t, labels.MetricName, metricMessagesByHost)
-	if len(stale) != 3 {
-		t.Fatalf("want 3 stale markers, have %v", stale)
+	if again := c.last(t, labels.MetricName, metricMessagesByHost); !maps.Equal(again, byHost) {
+		t.Errorf("after a quiet interval: %v, want %v", again, byHost)
 	}
-	for k, v := range stale {
-		if !value.IsStaleNaN(v) {
-			t.Errorf("%s = %v, want a stale marker", k, v)
+	// Ten quiet minutes: the view and the host counts end, with stale
+	// markers.
+	if err := h.svc.writeMetrics(now.Add(11 * time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{metricMessagesByHost, metricPatternHosts} {
+		stale := c.last(t, labels.MetricName, name)
+		if len(stale) != 3 {
+			t.Errorf("%s: want 3 stale markers, have %v", name, stale)
+		}
+		for k, v := range stale {
+			if !value.IsStaleNaN(v) {
+				t.Errorf("%s = %v, want a stale marker", k, v)
+			}
 		}
 	}
-	// The hosts are still counted as recent for pattern_hosts.
-	if got := c.last(t, labels.MetricName, metricPatternHosts); len(got) != 3 {
-		t.Errorf("pattern hosts: %v", got)
+	if _, v := c.one(t, labels.MetricName, metricMessages, "app", "alpha"); v != 6 {
+		t.Errorf("the message counters go on: alpha = %v, want 6", v)
 	}
 }
 
@@ -401,5 +413,40 @@ func TestLogMetricsEvictedPatternEnds(t *testing.T) {
 	}
 	if _, v := c.one(t, labels.MetricName, metricMessages, "app", "beta"); v != 1 {
 		t.Errorf("beta = %v, want 1", v)
+	}
+}
+
+// TestLogMetricsTopHostsMembership: a host busier than the view's member
+// takes its place; the member's series ends with a stale marker.
+func TestLogMetricsTopHostsMembership(t *testing.T) {
+	c := &capture{}
+	h := start(t, t.TempDir(), func(cfg *Config) {
+		metricsConfig(c)(cfg)
+		cfg.Metrics.TopHosts = 1
+	})
+	msgs := func(host string, n int) string {
+		return strings.Repeat("<13>Jan  5 10:00:00 "+host+" slurmd: node drained\n", n)
+	}
+	sendTCP(t, h.tcpAddr(), msgs("cn01", 3)+msgs("cn02", 1))
+	h.waitAccepted(t, 4)
+	if err := h.svc.writeMetrics(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if ls, v := c.one(t, labels.MetricName, metricMessagesByHost); ls.Get("host") != "cn01" || v != 3 {
+		t.Fatalf("top host %s = %v, want cn01 with 3", ls, v)
+	}
+	sendTCP(t, h.tcpAddr(), msgs("cn02", 5))
+	h.waitAccepted(t, 9)
+	if err := h.svc.writeMetrics(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, v := c.one(t, labels.MetricName, metricMessagesByHost, "host", "cn02"); v != 6 {
+		t.Errorf("cn02 = %v, want its 6 messages", v)
+	}
+	if _, v := c.one(t, labels.MetricName, metricMessagesByHost, "host", "cn01"); !value.IsStaleNaN(v) {
+		t.Errorf("cn01 = %v, want a stale marker", v)
+	}
+	if _, v := c.one(t, labels.MetricName, metricPatternHosts); v != 2 {
+		t.Errorf("pattern hosts = %v, want 2", v)
 	}
 }
