@@ -28,7 +28,7 @@ import (
 var (
 	samplerFiles = []string{"/usr/bin/vigil-sampler", "/usr/lib/systemd/system/vigil-sampler.service", "/etc/vigil/vigil.toml"}
 	vigilFiles   = []string{"/usr/bin/vigil", "/usr/lib/systemd/system/vigil-aggregator.service",
-		"/usr/lib/systemd/system/vigil-server.service", "/etc/vigil/server.toml", "/etc/vigil/aggregator.toml", "/var/lib/vigil"}
+		"/usr/lib/systemd/system/vigil-server.service", "/etc/vigil/server.toml", "/etc/vigil/aggregator.toml", "/etc/vigil/rules/vigil.rules.yml", "/var/lib/vigil"}
 	units = []string{"/usr/lib/systemd/system/vigil-sampler.service",
 		"/usr/lib/systemd/system/vigil-aggregator.service", "/usr/lib/systemd/system/vigil-server.service"}
 )

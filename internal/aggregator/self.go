@@ -16,7 +16,7 @@ import (
 
 type selfDescs struct {
 	info, childrenUp, childrenDown, connections, received, forwarded, dropped,
-	ticksDropped, gaps, bytesIn, bytesOut, upstreamUp, lag, protoErrs, authFails, refused, buffer *metric.Desc
+	ticksDropped, gaps, bytesIn, bytesOut, upstreamUp, lag, protoErrs, authFails, refused, buffer, bufferCap *metric.Desc
 }
 
 func newSelfDescs(name string) selfDescs {
@@ -40,6 +40,7 @@ func newSelfDescs(name string) selfDescs {
 		authFails:    c("vigil_aggregator_auth_failures_total", "Peers refused for failed authentication."),
 		refused:      c("vigil_aggregator_refused_total", "Connections refused on accepting: a connection cap reached, or a non-loopback peer while no key is set."),
 		buffer:       g("vigil_aggregator_buffer_bytes", "Encoded bytes waiting for the upstream (grows while it is away)."),
+		bufferCap:    g("vigil_aggregator_buffer_capacity_bytes", "Bound of vigil_aggregator_buffer_bytes (buffer_bytes); beyond it ticks are dropped."),
 	}
 }
 
@@ -78,6 +79,7 @@ func (a *Aggregator) fillSelf(b *metric.Batch, t time.Time) {
 	b.Add(d.refused, float64(a.wstats.Refused.Load()+a.wstats.RejectedConns.Load()+a.wstats.RejectedSource.Load()+
 		a.wstats.RejectedHandshakes.Load()+a.wstats.RejectedSourceHandshakes.Load()))
 	b.Add(d.buffer, float64(a.client.QueueBytes()))
+	b.Add(d.bufferCap, float64(a.cfg.BufferBytes))
 }
 
 func joinAddrs(a []string) string {

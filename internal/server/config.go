@@ -93,6 +93,11 @@ type Config struct {
 	SyslogTLSKey  string   `toml:"syslog_tls_key"`
 	LogsRetention Duration `toml:"logs_retention"`
 	LogsMaxBytes  int64    `toml:"logs_max_bytes"`
+	// Log patterns as rule inputs (docs/logs.md): message counts per
+	// pattern are written into the store every LogsMetricsInterval
+	// (0: 15s), at most LogsMaxPatternSeries label sets (0: 5000).
+	LogsMetricsInterval  Duration `toml:"logs_metrics_interval"`
+	LogsMaxPatternSeries int      `toml:"logs_max_pattern_series"`
 
 	// SyslogRELP receives RELP (rsyslog omrelp), acknowledged once stored.
 	SyslogRELP string `toml:"syslog_relp"`
@@ -192,6 +197,7 @@ func (c Config) validate() error {
 		{"query_max_samples", "", int64(c.QueryMaxSamples)}, {"query_max_concurrent", "query-max-concurrency", int64(c.QueryMaxConcurrent)},
 		{"query_max_queued", "", int64(c.QueryMaxQueued)}, {"query_max_length", "", int64(c.QueryMaxLength)}, {"query_max_results", "", int64(c.QueryMaxResults)},
 		{"logs_retention", "", int64(c.LogsRetention)}, {"logs_max_bytes", "", c.LogsMaxBytes},
+		{"logs_metrics_interval", "", int64(c.LogsMetricsInterval)}, {"logs_max_pattern_series", "", int64(c.LogsMaxPatternSeries)},
 		{"slurm_interval", "", int64(c.SlurmInterval)}, {"slurm_timeout", "", int64(c.SlurmTimeout)},
 	} {
 		if v.n < 0 {
@@ -282,6 +288,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.SyslogRELP, "syslog-relp", c.SyslogRELP, "receive syslog over RELP (rsyslog omrelp; acknowledged once stored) on this address (default: off)")
 	fs.StringVar(&c.Topology, "topology", c.Topology, "file of \"GROUP: host-list\" lines grouping nodes into racks for the dashboard; listed nodes that never connect are down")
 	fs.Var(&c.LogsRetention, "logs-retention", "drop log messages older than this (default: keep)")
+	fs.Var(&c.LogsMetricsInterval, "logs-metrics-interval", "write the log pattern counters (vigil_log_*) into the store this often (default 15s)")
+	fs.IntVar(&c.LogsMaxPatternSeries, "logs-max-pattern-series", c.LogsMaxPatternSeries, "label sets of vigil_log_messages_total; the rest count as pattern=\"other\" (default 5000)")
 	fs.StringVar(&c.Job, "job", c.Job, "job label of the nodes' series, beside instance=NODE (default \"node\", as node_exporter's usual scrape job)")
 	fs.Var(&c.Interval, "interval", "the nodes' sampling interval; silent for 3 of them means down")
 	fs.StringVar(&c.Data, "data", c.Data, "data directory (blocks and WAL)")

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 	"golang.org/x/sync/errgroup"
 
@@ -185,6 +186,11 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 			Registerer: s.reg, UDPReadBuffer: cfg.SyslogUDPBuffer,
 			Limits: syslog.Limits{MaxConns: cfg.SyslogMaxConns, MaxConnsPerHost: cfg.SyslogMaxConnsPerHost,
 				IdleTimeout: cfg.SyslogIdleTimeout.D(), FrameTimeout: cfg.SyslogFrameTimeout.D()},
+			// Per-pattern counts as the server's own series (docs/logs.md).
+			Metrics: logsvc.MetricsConfig{Appendable: st, Interval: cfg.LogsMetricsInterval.D(), MaxPatternSeries: cfg.LogsMaxPatternSeries,
+				Labels:   labels.FromStrings("job", SelfJob, "instance", SelfNode, store.NodeLabel, SelfNode),
+				Metadata: func(name, typ, help string) { st.SetMetadata(name, store.Metadata{Type: typ, Help: help}) }},
+			// TODO(merge): Events: s.events (the events store, once it exists here).
 		}, log.With("component", "logs"))
 		if err != nil {
 			return nil, errors.Join(err, s.Close())

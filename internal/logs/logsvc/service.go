@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vigil-hpc/vigil/internal/events"
 	"github.com/vigil-hpc/vigil/internal/logs/logstore"
 	"github.com/vigil-hpc/vigil/internal/logs/pattern"
 	"github.com/vigil-hpc/vigil/internal/logs/relp"
@@ -58,6 +59,11 @@ type Config struct {
 	RELPDedup int
 	// Registerer takes the intake's metrics (vigil_syslog_*); nil: none.
 	Registerer prometheus.Registerer
+	// Metrics writes message counts per pattern into a store (metrics.go);
+	// off without Metrics.Appendable.
+	Metrics MetricsConfig
+	// Events takes an event for every new pattern; nil: events.Discard.
+	Events events.Sink
 }
 
 // Validate checks the configuration without touching the system.
@@ -70,6 +76,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TLSAddr != "" && (c.TLSCert == "" || c.TLSKey == "") {
 		return errors.New("logs: tls address needs tls_cert and tls_key")
+	}
+	if c.Metrics.Interval < 0 || c.Metrics.MaxPatternSeries < 0 || c.Metrics.MaxHostSeries < 0 || c.Metrics.TopHosts < 0 || c.Metrics.MaxHostPairs < 0 {
+		return errors.New("logs: negative metrics interval or bound")
 	}
 	if c.Retention < 0 || c.MaxBytes < 0 || c.SegmentBytes < 0 || c.MaxFrame < 0 || c.UDPReadBuffer < 0 || c.RELPDedup < 0 {
 		return errors.New("logs: negative retention or size")
@@ -97,6 +106,9 @@ type Service struct {
 	stats    map[uint64]*patternStats
 	aliases  map[uint64]uint64 // stored pattern ids merged into another
 	events   eventLog
+	counters *logCounters // nil unless cfg.Metrics.Appendable is set
+	mcfg     MetricsConfig
+	sink     events.Sink
 	scratch  []byte
 	recs     []logstore.Record
 	accepted uint64
@@ -148,6 +160,14 @@ func New(cfg Config, log *slog.Logger) (*Service, error) {
 		miner:   pattern.New(pattern.Config{MaxPatterns: cfg.MaxPatterns}),
 		stats:   map[uint64]*patternStats{},
 		aliases: map[uint64]uint64{},
+		mcfg:    cfg.Metrics.withDefaults(),
+		sink:    cfg.Events,
+	}
+	if s.sink == nil {
+		s.sink = events.Discard
+	}
+	if cfg.Metrics.Appendable != nil {
+		s.counters = newLogCounters()
 	}
 	if err := s.restore(); err != nil {
 		st.Close()
@@ -251,6 +271,12 @@ func (s *Service) Run(ctx context.Context) error {
 	} else {
 		relpDone <- nil
 	}
+	metricsDone := make(chan struct{})
+	if s.counters != nil {
+		go func() { defer close(metricsDone); s.runMetrics(ctx) }()
+	} else {
+		close(metricsDone)
+	}
 	save := time.NewTicker(s.cfg.SaveInterval)
 	defer save.Stop()
 	retain := time.NewTicker(time.Minute)
@@ -270,6 +296,7 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 	}
 	err := errors.Join(<-srvDone, <-relpDone)
+	<-metricsDone // it writes to a store its owner closes after Run
 	close(s.commits)
 	<-s.stopped
 	if e := s.save(); e != nil {
@@ -360,7 +387,7 @@ func (s *Service) commitGroup(group []*commit) error {
 	}
 	s.accepted += uint64(len(recs))
 	for _, i := range fresh { // Append has set Seq
-		s.newPatternEvent(&recs[i])
+		s.newPatternEvent(&recs[i], true)
 	}
 	clear(recs) // drop references to the frames
 	return nil
@@ -401,10 +428,16 @@ func (s *Service) mine(r *logstore.Record) (isNew bool) {
 		s.stats[id] = ps
 	}
 	ps.add(r.Received, r.Host)
+	s.count(r, isNew)
 	return isNew
 }
 
-func (s *Service) newPatternEvent(r *logstore.Record) {
+// newPatternEvent records a new pattern and, when emit is set, puts it on
+// the event stream. Patterns found again while mining what was stored
+// after the last save were announced before the restart, but for a crash
+// between the store's append and the event: a duplicate is the likelier
+// harm, so those are not emitted again.
+func (s *Service) newPatternEvent(r *logstore.Record, emit bool) {
 	tmpl, _ := s.miner.Template(r.Pattern)
 	ex := r.Text
 	if len(ex) > maxExampleBytes {
@@ -414,6 +447,9 @@ func (s *Service) newPatternEvent(r *logstore.Record) {
 		Host: clone(r.Host), App: clone(r.App), Example: clone(ex), Seq: r.Seq}
 	s.events.add(e)
 	s.log.Info("new log pattern", "pattern", e.Pattern, "template", e.Template, "host", e.Host, "app", e.App)
+	if emit {
+		s.sink.Emit(patternStreamEvent(&e))
+	}
 }
 
 func clone(s string) string { return string([]byte(s)) }
@@ -424,6 +460,8 @@ type savedStats struct {
 	Stats   map[uint64]*patternStats `json:"stats"`
 	Aliases map[uint64]uint64        `json:"aliases"`
 	Events  []Event                  `json:"events"`
+	// Counters keeps the log metrics' counters monotonic across restarts.
+	Counters *savedCounters `json:"counters,omitempty"`
 }
 
 // save writes the miner state and the bookkeeping atomically.
@@ -433,7 +471,11 @@ func (s *Service) save() error {
 	s.prune()
 	err := s.miner.Save(&mb)
 	if err == nil {
-		err = json.NewEncoder(&sb).Encode(savedStats{Seq: s.store.LastSeq(), Stats: s.stats, Aliases: s.aliases, Events: s.events.events})
+		st := savedStats{Seq: s.store.LastSeq(), Stats: s.stats, Aliases: s.aliases, Events: s.events.events}
+		if s.counters != nil {
+			st.Counters = s.counters.save()
+		}
+		err = json.NewEncoder(&sb).Encode(st)
 	}
 	s.mu.Unlock()
 	if err != nil {
@@ -557,8 +599,15 @@ func (s *Service) restore() error {
 			s.aliases = st.Aliases
 		}
 		s.events.events = st.Events
+		if st.Counters != nil && s.counters != nil {
+			s.counters.load(st.Counters, s.mcfg.MaxPatternSeries)
+		}
 	}
 	replayed := 0
+	if s.counters != nil {
+		s.counters.restoring = true
+		defer func() { s.counters.restoring = false }()
+	}
 	for {
 		recs, upTo, err := s.store.After(seq, logstore.Query{}, 4096)
 		if err != nil {
@@ -566,7 +615,7 @@ func (s *Service) restore() error {
 		}
 		for i := range recs {
 			if s.mine(&recs[i]) {
-				s.newPatternEvent(&recs[i])
+				s.newPatternEvent(&recs[i], false)
 			}
 		}
 		replayed += len(recs)

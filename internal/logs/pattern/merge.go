@@ -356,11 +356,13 @@ func (m *Miner) fold(g []*pattern) *pattern {
 		if p == dst {
 			continue
 		}
-		dst.count += p.count
-		dst.weight += p.weight
-		if p.first < dst.first {
+		// A pattern just created for the message being added has no
+		// count and no first time yet: it must not make dst's zero.
+		if p.count > 0 && (dst.count == 0 || p.first < dst.first) {
 			dst.first = p.first
 		}
+		dst.count += p.count
+		dst.weight += p.weight
 		if p.last > dst.last {
 			dst.last = p.last
 		}

@@ -609,3 +609,22 @@ func TestLoadOlderState(t *testing.T) {
 		t.Error("old pattern 8 dropped at once, want it kept until it ages out")
 	}
 }
+
+// TestFirstSeenSurvivesMerge: when a new message's pattern is folded into
+// an older one at once, the older one keeps its first-seen time (the new
+// pattern, still without a count, used to zero it).
+func TestFirstSeenSurvivesMerge(t *testing.T) {
+	m := pattern.New(pattern.Config{})
+	t0 := time.Unix(1_700_000_000, 0)
+	var id uint64
+	for i := range 6 {
+		id, _ = m.AddAt(t0.Add(time.Duration(i)*time.Second), fmt.Appendf(nil, "kernel: port ib%d: Link down", i))
+	}
+	p, ok := m.Pattern(id)
+	if !ok || p.Count != 6 || !strings.Contains(p.Template, "<*>") {
+		t.Fatalf("want the messages folded into one pattern, have %+v", p)
+	}
+	if !p.FirstSeen.Equal(t0) || !p.LastSeen.Equal(t0.Add(5*time.Second)) {
+		t.Errorf("first seen %v, last seen %v; want %v and 5 s later", p.FirstSeen, p.LastSeen, t0)
+	}
+}
