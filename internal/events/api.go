@@ -239,7 +239,7 @@ func (s *Store) serveStream(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	var buf []byte
 	send := func(b []byte) bool {
-		rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		rc.SetWriteDeadline(time.Now().Add(s.o.writeTimeout))
 		if _, err := w.Write(b); err != nil {
 			return false
 		}

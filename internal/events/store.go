@@ -43,10 +43,11 @@ type Options struct {
 	// MaxClients bounds the live streams (SSE); more get 503.
 	MaxClients int
 	// KeepAlive is the interval of the streams' keep-alive comments.
-	KeepAlive  time.Duration
-	Registerer prometheus.Registerer // nil: not registered
-	Logger     *slog.Logger
-	now        func() time.Time // tests
+	KeepAlive    time.Duration
+	Registerer   prometheus.Registerer // nil: not registered
+	Logger       *slog.Logger
+	now          func() time.Time // tests
+	writeTimeout time.Duration    // tests; 0: 10s
 }
 
 // Store keeps events in append-only segment files under Dir with an index
@@ -176,6 +177,9 @@ func Open(o Options) (*Store, error) {
 	}
 	if o.KeepAlive <= 0 {
 		o.KeepAlive = DefaultKeepAlive
+	}
+	if o.writeTimeout <= 0 {
+		o.writeTimeout = writeTimeout
 	}
 	if o.now == nil {
 		o.now = time.Now
