@@ -22,7 +22,7 @@ const (
 	DefaultRetention    = 90 * 24 * time.Hour
 	DefaultMaxEvents    = 5_000_000
 	DefaultSegmentBytes = 64 << 20
-	DefaultQueue        = 4096
+	DefaultQueue        = 16384 // a failover's gaps for thousands of nodes at once
 	DefaultMaxClients   = 64
 	DefaultKeepAlive    = 15 * time.Second
 )

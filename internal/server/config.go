@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vigil-hpc/vigil/internal/duration"
+	"github.com/vigil-hpc/vigil/internal/events"
 	"github.com/vigil-hpc/vigil/internal/jobs"
 	"github.com/vigil-hpc/vigil/internal/logging"
 
@@ -120,6 +121,9 @@ type Config struct {
 	// JobEvents takes POST /api/v1/jobs/{id}/event (vigil job-event in
 	// Slurm's prologs and epilogs); off, as it stores what it is sent.
 	JobEvents bool `toml:"job_events"`
+	// EventsRetention keeps the event stream (<data>/events, package
+	// events) this long; whole days go (0: 90d).
+	EventsRetention Duration `toml:"events_retention"`
 
 	// Log is set by flags only.
 	Log logging.Options `toml:"-"`
@@ -143,6 +147,8 @@ func DefaultConfig() Config {
 		Retention: Duration(store.DefaultRetention),
 		Interval:  Duration(time.Second),
 		Job:       DefaultJob,
+
+		EventsRetention: Duration(events.DefaultRetention),
 	}
 }
 
@@ -193,6 +199,7 @@ func (c Config) validate() error {
 		{"query_max_queued", "", int64(c.QueryMaxQueued)}, {"query_max_length", "", int64(c.QueryMaxLength)}, {"query_max_results", "", int64(c.QueryMaxResults)},
 		{"logs_retention", "", int64(c.LogsRetention)}, {"logs_max_bytes", "", c.LogsMaxBytes},
 		{"slurm_interval", "", int64(c.SlurmInterval)}, {"slurm_timeout", "", int64(c.SlurmTimeout)},
+		{"events_retention", "", int64(c.EventsRetention)},
 	} {
 		if v.n < 0 {
 			errs = append(errs, &config.FieldError{Key: v.key, Flag: v.flag, Msg: "must not be negative"})
@@ -299,6 +306,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&c.SlurmInterval, "slurm-interval", "how often --slurm asks squeue (default 30s; a job the nodes start asks sooner)")
 	fs.BoolVar(&c.JobEvents, "job-events", c.JobEvents, "take job starts and ends from vigil job-event (POST /api/v1/jobs/{id}/event, as --http is protected)")
 	fs.Var(&c.SlurmTimeout, "slurm-timeout", "give up on one Slurm command after this long (default 10s)")
+	fs.Var(&c.EventsRetention, "events-retention", "keep the event stream (node up/down, jobs, alerts, health checks) this long")
 	fs.BoolVar(&c.DebugPprof, "debug-pprof", c.DebugPprof, "serve Go's heap, CPU and goroutine profiles under /debug/pprof/ on --http")
 	c.Log.RegisterFlags(fs)
 	fs.Var(&remoteWriteFlag{p: &c.RemoteWrite}, "remote-write", "also send what the tree streams in (--listen) to this Prometheus remote-write URL (repeatable or comma list; replaces the file's remote_write)")
