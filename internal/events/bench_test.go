@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -52,16 +53,20 @@ func fill(tb testing.TB, s *Store, n int, now time.Time) {
 func BenchmarkQuery1M(b *testing.B) {
 	const n = 1_000_000
 	now := time.Now()
-	runtime.GC()
+	debug.FreeOSMemory()
 	heap0, rss0 := heapInUse(), rss()
 	s := open(b, Options{Dir: b.TempDir(), now: func() time.Time { return now }})
 	fill(b, s, n, now)
-	runtime.GC()
+	debug.FreeOSMemory() // RSS: what stays, not the garbage of filling
 	if s.Len() != n {
 		b.Fatalf("%d events stored, want %d", s.Len(), n)
 	}
 	heapMB, rssMB := float64(heapInUse()-heap0)/1e6, float64(rss()-rss0)/1e6
-	b.Logf("1M events: index heap %.1f MB, RSS growth %.1f MB", heapMB, rssMB)
+	var disk int64
+	for _, sg := range s.segs {
+		disk += sg.size
+	}
+	b.Logf("1M events: index heap %.1f MB, RSS growth %.1f MB, %.1f MB on disk", heapMB, rssMB, float64(disk)/1e6)
 	for _, c := range []struct {
 		name string
 		f    Filter
