@@ -1,10 +1,13 @@
 package events
 
 import (
+	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -274,19 +277,17 @@ func (s *Store) loadSegment(path string, first uint64, last bool) error {
 	if err != nil {
 		return fmt.Errorf("events: %w", err)
 	}
-	b, err := io.ReadAll(io.LimitReader(f, s.o.SegmentBytes+maxPayload+recHeaderLen))
-	if err != nil {
-		f.Close()
-		return fmt.Errorf("events: read %s: %w", path, err)
-	}
 	seg := &segment{seq: s.baseSeq + uint32(len(s.segs)), first: first, path: path, f: f}
+	var fileSize int64
 	if fi, err := f.Stat(); err == nil {
-		seg.day = fi.ModTime().Unix() / 86400
+		seg.day, fileSize = fi.ModTime().Unix()/86400, fi.Size()
 	}
 	s.next = max(s.next, first)
-	off := 0
-	if herr := checkFileHeader(b); herr != nil {
-		if len(b) > fileHeaderLen || !last {
+	r := bufio.NewReaderSize(f, 1<<20)
+	hdr := make([]byte, fileHeaderLen)
+	hn, _ := io.ReadFull(r, hdr)
+	if herr := checkFileHeader(hdr[:hn]); herr != nil {
+		if fileSize > fileHeaderLen || !last {
 			// Not ours or damaged at the start: leave it for a person.
 			f.Close()
 			s.log.Warn("event segment skipped", "file", path, "err", herr)
@@ -300,35 +301,62 @@ func (s *Store) loadSegment(path string, first uint64, last bool) error {
 			f.Close()
 			return fmt.Errorf("events: %s: %w", path, err)
 		}
-		b = fileHeader()
+		fileSize = fileHeaderLen
 	}
-	off = fileHeaderLen
-	for off < len(b) {
-		e, n, err := decodeRecord(b[off:])
-		if err == nil && (e.ID < s.next || e.ID < first) {
+	off := int64(fileHeaderLen)
+	buf := make([]byte, 0, 4096)
+	for off < fileSize {
+		e, n, err := readRecord(r, &buf)
+		if err == nil && e.ID < s.next {
 			err = fmt.Errorf("%w: id %d after %d", errCorrupt, e.ID, s.next-1)
+		}
+		if err == nil && off+int64(n) > math.MaxUint32 {
+			// Offsets are 32-bit; no segment of ours is this large.
+			s.log.Warn("event segment: indexed up to 4 GiB, rest skipped", "file", path)
+			break
 		}
 		if err != nil {
 			if !last {
 				s.log.Warn("event segment: corrupt record, rest skipped", "file", path, "offset", off, "err", err)
 				break
 			}
-			s.log.Warn("event segment: torn or corrupt tail cut off", "file", path, "offset", off, "bytes", len(b)-off, "err", err)
-			if err := s.truncate(f, path, int64(off)); err != nil {
+			s.log.Warn("event segment: torn or corrupt tail cut off", "file", path, "offset", off, "bytes", fileSize-off, "err", err)
+			if err := s.truncate(f, path, off); err != nil {
 				return err
 			}
-			b = b[:off]
+			fileSize = off
 			break
 		}
 		s.index(seg, &e, uint32(off))
-		off += n
+		off += int64(n)
 	}
-	seg.size = int64(len(b))
-	if seg.size > s.o.SegmentBytes+maxPayload+recHeaderLen && last {
-		seg.size = s.o.SegmentBytes // never appended past what was read
+	seg.size = off
+	if fileSize > off {
+		seg.size = max(off, s.o.SegmentBytes) // appended to no more: the next write starts a segment
 	}
 	s.segs = append(s.segs, seg)
 	return nil
+}
+
+// readRecord reads the next record from r into *buf (grown as needed).
+// A record cut short by the end of the file is errShort.
+func readRecord(r *bufio.Reader, buf *[]byte) (Event, int, error) {
+	hdr, err := r.Peek(recHeaderLen)
+	if err != nil {
+		return Event{}, 0, errShort
+	}
+	n := int(binary.LittleEndian.Uint32(hdr))
+	if n == 0 || n > maxPayload {
+		return Event{}, 0, fmt.Errorf("%w: payload length %d, want 1 to %d", errCorrupt, n, maxPayload)
+	}
+	if cap(*buf) < recHeaderLen+n {
+		*buf = make([]byte, recHeaderLen+n)
+	}
+	b := (*buf)[:recHeaderLen+n]
+	if _, err := io.ReadFull(r, b); err != nil {
+		return Event{}, 0, errShort
+	}
+	return decodeRecord(b)
 }
 
 func (s *Store) truncate(f *os.File, path string, size int64) error {
@@ -522,6 +550,11 @@ func (s *Store) current() *segment {
 // roll starts a segment named after the next ID; nil if it cannot be
 // created (the events that would go there are dropped).
 func (s *Store) roll(now time.Time) *segment {
+	if cur := s.current(); cur != nil && cur.n == 0 && cur.first == s.next && cur.size < s.o.SegmentBytes {
+		// Empty (its name only holds the next ID): it serves for today.
+		cur.day = now.Unix() / 86400
+		return cur
+	}
 	path := filepath.Join(s.o.Dir, segName(s.next))
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err == nil {
@@ -544,13 +577,6 @@ func (s *Store) roll(now time.Time) *segment {
 	seg := &segment{first: s.next, path: path, f: f, size: fileHeaderLen, day: now.Unix() / 86400}
 	s.mu.Lock()
 	seg.seq = s.baseSeq + uint32(len(s.segs))
-	if cur := s.current(); cur != nil && cur.n == 0 {
-		// An empty segment (only its name held the next ID) gives way.
-		s.segs = s.segs[:len(s.segs)-1]
-		cur.f.Close()
-		os.Remove(cur.path)
-		seg.seq = cur.seq
-	}
 	s.segs = append(s.segs, seg)
 	s.mu.Unlock()
 	return seg

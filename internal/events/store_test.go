@@ -105,6 +105,13 @@ func TestRestartKeepsIDsIncreasing(t *testing.T) {
 	if evs := all(t, s); len(evs) != 1 || evs[0].ID != 7 {
 		t.Fatalf("after retention and a restart: %+v, want one event of ID 7", evs)
 	}
+	// The empty segment that kept the ID took the event (on another day
+	// than its file's): it is there after another restart.
+	s.Close()
+	s = open(t, Options{Dir: dir, Retention: time.Hour, now: c.now})
+	if evs := all(t, s); len(evs) != 1 || evs[0].ID != 7 {
+		t.Fatalf("after a second restart: %+v, want one event of ID 7", evs)
+	}
 }
 
 // retainNow runs the retention on the writer's goroutine (it owns the
@@ -348,4 +355,33 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("re-encoded: %v", err)
 		}
 	})
+}
+
+// A corrupt record in an older segment skips the rest of that segment
+// only; the newer segments and the IDs are intact.
+func TestCorruptOlderSegment(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, Options{Dir: dir, SegmentBytes: 100})
+	for i := range 12 {
+		s.Emit(Event{Kind: KindGap, Node: fmt.Sprintf("n%02d", i)})
+		s.Sync()
+	}
+	s.Close()
+	files, _ := filepath.Glob(filepath.Join(dir, "*"+segSuffix))
+	if len(files) < 3 {
+		t.Fatalf("%d segments, want at least 3", len(files))
+	}
+	b, _ := os.ReadFile(files[0])
+	b[fileHeaderLen+recHeaderLen+3] ^= 0xff // the first record's payload
+	os.WriteFile(files[0], b, 0o644)
+	s = open(t, Options{Dir: dir, SegmentBytes: 100})
+	evs := all(t, s)
+	if len(evs) == 0 || len(evs) >= 12 || evs[len(evs)-1].Node != "n11" {
+		t.Fatalf("after corrupting the oldest segment: %d events, last %+v", len(evs), evs[len(evs)-1])
+	}
+	s.Emit(Event{Kind: KindGap})
+	s.Sync()
+	if evs := all(t, s); evs[len(evs)-1].ID != 13 {
+		t.Fatalf("next ID %d, want 13", evs[len(evs)-1].ID)
+	}
 }
