@@ -627,6 +627,7 @@ func (s *Store) retain() {
 	s.segs = slices.Clone(s.segs[drop:])
 	s.baseSeq += uint32(drop)
 	s.entries = slices.Clone(s.entries[n:]) // lets the old array go
+	s.compactNames()
 	left := len(s.entries)
 	s.mu.Unlock()
 	s.m.events.Set(float64(left))
@@ -638,6 +639,36 @@ func (s *Store) retain() {
 		}
 	}
 	s.log.Debug("event segments removed", "segments", len(gone), "events", n)
+}
+
+// compactNames drops the interned nodes and jobs no kept event names, so
+// a server that runs for years does not keep every job ID it ever saw;
+// s.mu held for writing.
+func (s *Store) compactNames() {
+	for _, c := range []struct {
+		in  *interner
+		ref func(e *entry) *uint32
+	}{
+		{&s.nodes, func(e *entry) *uint32 { return &e.node }},
+		{&s.jobs, func(e *entry) *uint32 { return &e.job }},
+	} {
+		if len(c.in.names) == 0 {
+			continue
+		}
+		remap := make([]uint32, len(c.in.names)) // old ID → new ID + 1
+		var fresh interner
+		for i := range s.entries {
+			p := c.ref(&s.entries[i])
+			if *p == 0 {
+				continue
+			}
+			if remap[*p] == 0 {
+				remap[*p] = fresh.id(c.in.names[*p]) + 1
+			}
+			*p = remap[*p] - 1
+		}
+		*c.in = fresh
+	}
 }
 
 // Len returns the number of events kept.

@@ -187,9 +187,16 @@ func TestRetentionDropsWholeDays(t *testing.T) {
 	if len(files) != 2 {
 		t.Fatalf("%d segments left, want 2", len(files))
 	}
-	// Queries read through the index after segments went.
-	if evs, _, err := s.Query(Filter{Node: "day3"}); err != nil || len(evs) != 1 {
+	// Queries read through the index after segments went, and the names
+	// of the events gone are forgotten.
+	if evs, _, err := s.Query(Filter{Node: "day3"}); err != nil || len(evs) != 1 || evs[0].Node != "day3" {
 		t.Fatalf("query after retention: %v %v", evs, err)
+	}
+	if evs, _, err := s.Query(Filter{Node: "day*"}); err != nil || len(evs) != 2 {
+		t.Fatalf("glob after retention: %v %v", evs, err)
+	}
+	if _, ok := s.nodes.lookup("day0"); ok || len(s.nodes.names) != 3 {
+		t.Fatalf("node names after retention: %q", s.nodes.names)
 	}
 }
 
