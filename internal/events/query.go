@@ -16,6 +16,9 @@ const (
 	MaxLimit     = 10000
 )
 
+// maxGlob bounds the node glob.
+const maxGlob = 128
+
 // Filter selects events; zero fields select all.
 type Filter struct {
 	Since, Until time.Time // event time, both inclusive
@@ -33,6 +36,11 @@ type Filter struct {
 
 // Validate checks the glob and the severities.
 func (f *Filter) Validate() error {
+	if len(f.Node) > maxGlob {
+		// A glob is matched against every node name a query's index
+		// holds: its length bounds the work.
+		return fmt.Errorf("node: glob longer than %d bytes", maxGlob)
+	}
 	if _, err := path.Match(f.Node, ""); err != nil {
 		return fmt.Errorf("node: bad glob %q", f.Node)
 	}

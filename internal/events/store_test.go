@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -286,7 +287,7 @@ func TestFilters(t *testing.T) {
 			t.Errorf("%s: IDs %v, want %v", c.name, ids, c.want)
 		}
 	}
-	for _, f := range []Filter{{Node: "cn["}, {Severities: []string{"fatal"}}, {Limit: -1}, {Since: t0, Until: t0.Add(-1)}} {
+	for _, f := range []Filter{{Node: "cn["}, {Node: strings.Repeat("*a", 65)}, {Severities: []string{"fatal"}}, {Limit: -1}, {Since: t0, Until: t0.Add(-1)}} {
 		if _, _, err := s.Query(f); err == nil {
 			t.Errorf("%+v: no error", f)
 		}
