@@ -12,8 +12,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/vigil-hpc/vigil/internal/apiclient"
 	"github.com/vigil-hpc/vigil/internal/events"
@@ -160,21 +160,23 @@ func followEventsOnce(ctx context.Context, c *apiclient.Client, q url.Values, la
 }
 
 // eventPrinter writes events as a table (TIME SEVERITY KIND NODE JOB
-// SUMMARY) or as JSON lines.
+// SUMMARY) or as JSON lines. Column widths are those of the first rows
+// flushed and only grow, so followed events line up with the listing.
 type eventPrinter struct {
 	w      io.Writer
 	json   *json.Encoder
-	tw     *tabwriter.Writer
+	rows   [][6]string
+	widths [5]int
 	header bool
 	err    error
 }
+
+var eventHeader = [6]string{"TIME", "SEVERITY", "KIND", "NODE", "JOB", "SUMMARY"}
 
 func newEventPrinter(w io.Writer, asJSON bool) *eventPrinter {
 	p := &eventPrinter{w: w}
 	if asJSON {
 		p.json = json.NewEncoder(w)
-	} else {
-		p.tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	}
 	return p
 }
@@ -187,25 +189,37 @@ func (p *eventPrinter) print(e *events.Event) {
 		p.err = p.json.Encode(e)
 		return
 	}
-	if !p.header {
-		fmt.Fprintln(p.tw, "TIME\tSEVERITY\tKIND\tNODE\tJOB\tSUMMARY")
-		p.header = true
-	}
-	_, p.err = fmt.Fprintf(p.tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Time.Local().Format("2006-01-02 15:04:05"),
-		cell(e.Severity), cell(e.Kind), cell(e.Node), cell(e.Job), cell(e.Summary)) // cell: job.go
+	// cell (job.go) keeps a cell on one line.
+	p.rows = append(p.rows, [6]string{e.Time.Local().Format("2006-01-02 15:04:05"),
+		cell(e.Severity), cell(e.Kind), cell(e.Node), cell(e.Job), cell(e.Summary)})
 }
 
-// flush writes what the table holds; final prints the header of an empty
-// table too.
+// flush writes the rows held, after the header the first time (also
+// when there are none, if final).
 func (p *eventPrinter) flush(final bool) error {
-	if p.err != nil {
+	if p.err != nil || p.json != nil {
 		return p.err
 	}
-	if p.tw == nil {
-		return nil
+	rows := p.rows
+	if !p.header && (len(rows) > 0 || final) {
+		rows = append([][6]string{eventHeader}, rows...)
+		p.header = true
 	}
-	if final && !p.header {
-		fmt.Fprintln(p.tw, "TIME\tSEVERITY\tKIND\tNODE\tJOB\tSUMMARY")
+	for _, r := range rows {
+		for i := range p.widths {
+			p.widths[i] = max(p.widths[i], utf8.RuneCountInString(r[i]))
+		}
 	}
-	return p.tw.Flush()
+	var b strings.Builder
+	for _, r := range rows {
+		for i := range p.widths {
+			b.WriteString(r[i])
+			b.WriteString(strings.Repeat(" ", p.widths[i]-utf8.RuneCountInString(r[i])+2))
+		}
+		b.WriteString(r[5])
+		b.WriteByte('\n')
+	}
+	p.rows = p.rows[:0]
+	_, p.err = io.WriteString(p.w, b.String())
+	return p.err
 }

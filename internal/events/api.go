@@ -29,7 +29,11 @@ func (s *Store) StreamHandler() http.Handler { return http.HandlerFunc(s.serveSt
 func writeError(w http.ResponseWriter, code int, typ, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(map[string]string{"status": "error", "errorType": typ, "error": msg})
+	json.NewEncoder(w).Encode(struct {
+		Status    string `json:"status"`
+		ErrorType string `json:"errorType"`
+		Error     string `json:"error"`
+	}{"error", typ, msg})
 }
 
 // maxParam bounds each query parameter's length.
