@@ -191,7 +191,26 @@ func (p *eventPrinter) print(e *events.Event) {
 	}
 	// cell (job.go) keeps a cell on one line.
 	p.rows = append(p.rows, [6]string{e.Time.Local().Format("2006-01-02 15:04:05"),
-		cell(e.Severity), cell(e.Kind), cell(e.Node), cell(e.Job), cell(e.Summary)})
+		cell(e.Severity), cell(e.Kind), eventNodes(e), cell(e.Job), cell(e.Summary)})
+}
+
+// eventNodes is the NODE cell: the node, or the first of several and
+// their count.
+func eventNodes(e *events.Event) string {
+	switch {
+	case len(e.Nodes) == 0:
+		return cell(e.Node)
+	case len(e.Nodes) == 1 && e.Node == "":
+		return cell(e.Nodes[0])
+	}
+	first := e.Node
+	n := len(e.Nodes)
+	if first == "" {
+		first = e.Nodes[0]
+	} else {
+		n++
+	}
+	return fmt.Sprintf("%s,…(%d)", cell(first), n)
 }
 
 // flush writes the rows held, after the header the first time (also

@@ -33,14 +33,15 @@ func TestEventsCommand(t *testing.T) {
 	s, srv := eventServer(t)
 	t0 := time.Now().Add(-time.Hour).Truncate(time.Second)
 	s.Emit(events.Event{Time: t0, Kind: events.KindNodeDown, Node: "cn1", Severity: events.SeverityCritical, Summary: "node cn1 down: silent for 3s"})
-	s.Emit(events.Event{Time: t0.Add(time.Minute), Kind: events.KindJobStart, Job: "123", Summary: "job 123 (user alice) started on 4 nodes"})
+	s.Emit(events.Event{Time: t0.Add(time.Minute), Kind: events.KindJobStart, Job: "123", Summary: "job 123 (user alice) started on 4 nodes",
+		Nodes: []string{"cn1", "cn2", "cn3", "cn4"}})
 	s.Emit(events.Event{Time: t0.Add(2 * time.Minute), Kind: events.KindNodeUp, Node: "cn1", Summary: "node cn1 up\tagain"})
 	s.Sync()
 	ts := func(d time.Duration) string { return t0.Add(d).Local().Format("2006-01-02 15:04:05") }
-	table := "TIME                 SEVERITY  KIND       NODE  JOB  SUMMARY\n" +
-		ts(0) + "  critical  node_down  cn1   -    node cn1 down: silent for 3s\n" +
-		ts(time.Minute) + "  info      job_start  -     123  job 123 (user alice) started on 4 nodes\n" +
-		ts(2*time.Minute) + "  info      node_up    cn1   -    node cn1 up again\n"
+	table := "TIME                 SEVERITY  KIND       NODE      JOB  SUMMARY\n" +
+		ts(0) + "  critical  node_down  cn1       -    node cn1 down: silent for 3s\n" +
+		ts(time.Minute) + "  info      job_start  cn1,…(4)  123  job 123 (user alice) started on 4 nodes\n" +
+		ts(2*time.Minute) + "  info      node_up    cn1       -    node cn1 up again\n"
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -50,6 +51,8 @@ func TestEventsCommand(t *testing.T) {
 		{"table", []string{"--server", srv}, 0, table},
 		{"node and kind", []string{"--server", srv, "--node", "cn*", "--kind", "node_down,node_up", "--limit", "1"}, 0,
 			"TIME                 SEVERITY  KIND     NODE  JOB  SUMMARY\n" + ts(2*time.Minute) + "  info      node_up  cn1   -    node cn1 up again\n"},
+		{"a job's node", []string{"--server", srv, "--node", "cn3"}, 0,
+			"TIME                 SEVERITY  KIND       NODE      JOB  SUMMARY\n" + ts(time.Minute) + "  info      job_start  cn1,…(4)  123  job 123 (user alice) started on 4 nodes\n"},
 		{"none", []string{"--server", srv, "--since", "1m"}, 0, "TIME  SEVERITY  KIND  NODE  JOB  SUMMARY\n"},
 		{"bad since", []string{"--server", srv, "--since", "yesterday"}, 2, ""},
 		{"bad severity", []string{"--server", srv, "--severity", "fatal"}, 2, ""},

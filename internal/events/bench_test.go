@@ -13,7 +13,7 @@ import (
 
 // fill stores n events as a cluster of 20,000 nodes would make them: node
 // up and down, gaps, job starts and ends, a few health and alert events,
-// one second apart ending now.
+// one second apart ending now; job events name 4 nodes each.
 func fill(tb testing.TB, s *Store, n int, now time.Time) {
 	tb.Helper()
 	kinds := []string{KindGap, KindNodeDown, KindNodeUp, KindJobStart, KindJobEnd, KindHealthFail, KindHealthPass, KindAlertFiring, KindAlertResolved}
@@ -29,6 +29,8 @@ func fill(tb testing.TB, s *Store, n int, now time.Time) {
 			e.Link = "#/node/" + e.Node
 		case KindJobStart, KindJobEnd:
 			e.Job = strconv.Itoa(100000 + i/20)
+			e.Nodes = []string{e.Node, fmt.Sprintf("cn%05d", (i*7919+1)%20000), fmt.Sprintf("cn%05d", (i*7919+2)%20000), fmt.Sprintf("cn%05d", (i*7919+3)%20000)}
+			e.Node = ""
 			e.Summary = "job " + e.Job + " (user alice) started on 4 nodes"
 			e.Labels = map[string]string{"user": "alice"}
 		case KindAlertFiring:

@@ -20,7 +20,7 @@ import (
 //
 //	version byte (1) | uvarint id | varint unix nanoseconds |
 //	kind, severity, node, job, summary, link (each uvarint length + bytes) |
-//	uvarint label count | (key, value)...
+//	uvarint label count | (key, value)... | uvarint node count | nodes...
 const (
 	fileMagic     = "VGEV"
 	fileVersion   = 1
@@ -35,8 +35,9 @@ const (
 	MaxField   = 256  // kind, severity, node, job, link, label keys and values
 	MaxSummary = 1024 // summary
 	MaxLabels  = 32
+	MaxNodes   = 4096 // Nodes beyond are dropped (a job's event carries the count in a label)
 	// maxPayload bounds a record: every field at its bound plus varints.
-	maxPayload = 1 + 2*binary.MaxVarintLen64 + 5*(MaxField+3) + MaxSummary + 3 + 3 + MaxLabels*2*(MaxField+3)
+	maxPayload = 1 + 2*binary.MaxVarintLen64 + 5*(MaxField+3) + MaxSummary + 3 + 3 + MaxLabels*2*(MaxField+3) + 3 + MaxNodes*(MaxField+3)
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -69,6 +70,10 @@ func appendRecord(b []byte, e *Event) []byte {
 	for _, k := range sortedKeys(e.Labels) {
 		b = appendString(b, k)
 		b = appendString(b, e.Labels[k])
+	}
+	b = binary.AppendUvarint(b, uint64(len(e.Nodes)))
+	for _, n := range e.Nodes {
+		b = appendString(b, n)
 	}
 	payload := b[start+recHeaderLen:]
 	binary.LittleEndian.PutUint32(b[start:], uint32(len(payload)))
@@ -135,6 +140,19 @@ func decodePayload(p []byte) (Event, error) {
 		for range nl {
 			k := r.str(MaxField)
 			e.Labels[k] = r.str(MaxField)
+		}
+	}
+	nn := r.uvarint()
+	if nn > MaxNodes {
+		return e, fmt.Errorf("%d nodes, at most %d", nn, MaxNodes)
+	}
+	if nn > 0 && r.err == nil {
+		e.Nodes = make([]string, 0, min(nn, uint64(len(r.b))))
+		for range nn {
+			e.Nodes = append(e.Nodes, r.str(MaxField))
+			if r.err != nil {
+				break
+			}
 		}
 	}
 	if r.err != nil {
@@ -207,6 +225,18 @@ func sanitize(e *Event, now time.Time) {
 	e.Job = clean(e.Job, MaxField)
 	e.Summary = clean(e.Summary, MaxSummary)
 	e.Link = clean(e.Link, MaxField)
+	if len(e.Nodes) > 0 {
+		nodes := make([]string, 0, min(len(e.Nodes), MaxNodes))
+		for _, n := range e.Nodes {
+			if n = clean(n, MaxField); n != "" && len(nodes) < MaxNodes {
+				nodes = append(nodes, n)
+			}
+		}
+		e.Nodes = nodes
+		if len(nodes) == 0 {
+			e.Nodes = nil
+		}
+	}
 	if e.Time.IsZero() {
 		e.Time = now
 	}

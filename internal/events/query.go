@@ -76,7 +76,11 @@ func (f *Filter) Match(e *Event) bool {
 		return false
 	}
 	if f.Node != "" {
-		if ok, _ := path.Match(f.Node, e.Node); !ok {
+		ok, _ := path.Match(f.Node, e.Node)
+		for i := 0; !ok && i < len(e.Nodes); i++ {
+			ok, _ = path.Match(f.Node, e.Nodes[i])
+		}
+		if !ok {
 			return false
 		}
 	}
@@ -93,12 +97,13 @@ type matcher struct {
 	nodeExact    bool
 	job          uint32
 	jobSet       bool
-	none         bool // nothing can match
+	multi        [][]uint32 // Store.multi
+	none         bool       // nothing can match
 }
 
 // compile builds the matcher; s.mu held.
 func (s *Store) compile(f *Filter) matcher {
-	m := matcher{since: -1 << 63, until: 1<<63 - 1}
+	m := matcher{since: -1 << 63, until: 1<<63 - 1, multi: s.multi}
 	if !f.Since.IsZero() {
 		m.since = f.Since.UnixNano()
 	}
@@ -151,13 +156,25 @@ func (m *matcher) match(e *entry) bool {
 	if m.jobSet && e.job != m.job {
 		return false
 	}
-	if m.nodeExact && e.node != m.node {
-		return false
+	if !m.nodeExact && m.nodes == nil {
+		return true
 	}
-	if m.nodes != nil && (int(e.node) >= len(m.nodes) || !m.nodes[e.node]) {
-		return false
+	if e.node&multiNode == 0 {
+		return m.nodeOK(e.node)
 	}
-	return true
+	for _, id := range m.multi[e.node&^multiNode] {
+		if m.nodeOK(id) {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *matcher) nodeOK(id uint32) bool {
+	if m.nodeExact {
+		return id == m.node
+	}
+	return int(id) < len(m.nodes) && m.nodes[id]
 }
 
 // Query returns the events f selects, newest first (oldest first with

@@ -74,6 +74,7 @@ type Store struct {
 	baseSeq uint32       // seq of segs[0]
 	entries []entry      // every event, by ID
 	nodes   interner
+	multi   [][]uint32 // node IDs of the events of several nodes (entry.node has multiNode set)
 	jobs    interner
 	kinds   interner
 	next    uint64 // next ID
@@ -84,6 +85,9 @@ type Store struct {
 
 	m metrics
 }
+
+// multiNode marks an entry's node as an index into Store.multi.
+const multiNode = 1 << 31
 
 // entry is one event in the index: what filters need, and where the rest
 // is on disk. 40 bytes.
@@ -370,9 +374,21 @@ func (s *Store) truncate(f *os.File, path string, size int64) error {
 // index adds e, stored at off in seg, to the in-memory index; s.mu held
 // for writing (or not yet shared).
 func (s *Store) index(seg *segment, e *Event, off uint32) {
+	node := s.nodes.id(e.Node)
+	if len(e.Nodes) > 0 {
+		ids := make([]uint32, 0, len(e.Nodes)+1)
+		if node != 0 {
+			ids = append(ids, node)
+		}
+		for _, n := range e.Nodes {
+			ids = append(ids, s.nodes.id(n))
+		}
+		node = multiNode | uint32(len(s.multi))
+		s.multi = append(s.multi, ids)
+	}
 	s.entries = append(s.entries, entry{
 		id: e.ID, t: e.Time.UnixNano(), off: off, seg: seg.seq,
-		node: s.nodes.id(e.Node), job: s.jobs.id(e.Job), kind: uint16(min(s.kinds.id(e.Kind), 1<<16-1)), sev: sevIndex(e.Severity),
+		node: node, job: s.jobs.id(e.Job), kind: uint16(min(s.kinds.id(e.Kind), 1<<16-1)), sev: sevIndex(e.Severity),
 	})
 	seg.n++
 	seg.maxT = max(seg.maxT, e.Time.UnixNano())
@@ -645,29 +661,48 @@ func (s *Store) retain() {
 // a server that runs for years does not keep every job ID it ever saw;
 // s.mu held for writing.
 func (s *Store) compactNames() {
-	for _, c := range []struct {
-		in  *interner
-		ref func(e *entry) *uint32
-	}{
-		{&s.nodes, func(e *entry) *uint32 { return &e.node }},
-		{&s.jobs, func(e *entry) *uint32 { return &e.job }},
-	} {
-		if len(c.in.names) == 0 {
-			continue
-		}
-		remap := make([]uint32, len(c.in.names)) // old ID → new ID + 1
+	if len(s.nodes.names) > 0 {
 		var fresh interner
+		remap := make([]uint32, len(s.nodes.names)) // old ID → new ID + 1
+		to := func(id uint32) uint32 {
+			if id == 0 {
+				return 0
+			}
+			if remap[id] == 0 {
+				remap[id] = fresh.id(s.nodes.names[id]) + 1
+			}
+			return remap[id] - 1
+		}
+		var multi [][]uint32
 		for i := range s.entries {
-			p := c.ref(&s.entries[i])
-			if *p == 0 {
+			e := &s.entries[i]
+			if e.node&multiNode == 0 {
+				e.node = to(e.node)
 				continue
 			}
-			if remap[*p] == 0 {
-				remap[*p] = fresh.id(c.in.names[*p]) + 1
+			l := slices.Clone(s.multi[e.node&^multiNode])
+			for k := range l {
+				l[k] = to(l[k])
 			}
-			*p = remap[*p] - 1
+			e.node = multiNode | uint32(len(multi))
+			multi = append(multi, l)
 		}
-		*c.in = fresh
+		s.nodes, s.multi = fresh, multi
+	}
+	if len(s.jobs.names) > 0 {
+		var fresh interner
+		remap := make([]uint32, len(s.jobs.names))
+		for i := range s.entries {
+			e := &s.entries[i]
+			if e.job == 0 {
+				continue
+			}
+			if remap[e.job] == 0 {
+				remap[e.job] = fresh.id(s.jobs.names[e.job]) + 1
+			}
+			e.job = remap[e.job] - 1
+		}
+		s.jobs = fresh
 	}
 }
 

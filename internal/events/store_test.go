@@ -332,9 +332,14 @@ func TestSanitizeBounds(t *testing.T) {
 	for i := range 100 {
 		labels[fmt.Sprintf("k%03d", i)] = long
 	}
-	e := Event{Kind: long, Node: "é" + long, Summary: long, Labels: labels}
+	nodes := make([]string, 5000)
+	for i := range nodes {
+		nodes[i] = fmt.Sprintf("%05d", i) + long
+	}
+	e := Event{Kind: long, Node: "é" + long, Summary: long, Labels: labels, Nodes: nodes}
 	sanitize(&e, t0)
-	if len(e.Kind) > 64 || len(e.Node) > MaxField || len(e.Summary) > MaxSummary || len(e.Labels) != MaxLabels || e.Time != t0 {
+	if len(e.Kind) > 64 || len(e.Node) > MaxField || len(e.Summary) > MaxSummary || len(e.Labels) != MaxLabels || e.Time != t0 ||
+		len(e.Nodes) != MaxNodes || len(e.Nodes[0]) != MaxField {
 		t.Fatalf("not bounded: kind %d node %d summary %d labels %d", len(e.Kind), len(e.Node), len(e.Summary), len(e.Labels))
 	}
 	b := appendRecord(nil, &e)
@@ -391,5 +396,65 @@ func TestCorruptOlderSegment(t *testing.T) {
 	s.Sync()
 	if evs := all(t, s); evs[len(evs)-1].ID != 13 {
 		t.Fatalf("next ID %d, want 13", evs[len(evs)-1].ID)
+	}
+}
+
+// An event of several nodes (a job's) matches a node filter on any of
+// them, in queries and live, before and after the retention renumbers
+// the names.
+func TestEventOfSeveralNodes(t *testing.T) {
+	c := &clock{t: t0}
+	s := open(t, Options{Dir: t.TempDir(), Retention: 36 * time.Hour, now: c.now})
+	s.Emit(Event{Kind: KindGap, Node: "old"}) // to be removed by the retention
+	s.Sync()
+	c.set(t0.Add(48 * time.Hour))
+	job := Event{Kind: KindJobStart, Job: "9", Nodes: []string{"cn1", "", "gpu3"}}
+	s.Emit(job)
+	s.Emit(Event{Kind: KindGap, Node: "cn2"})
+	s.Sync()
+	check := func(when string) {
+		t.Helper()
+		for _, c := range []struct {
+			node string
+			want int
+		}{{"cn1", 1}, {"gpu3", 1}, {"gpu*", 1}, {"cn*", 2}, {"cn2", 1}, {"cn9*", 0}} {
+			evs, _, err := s.Query(Filter{Node: c.node})
+			if err != nil || len(evs) != c.want {
+				t.Errorf("%s: node=%s: %d events (%v), want %d", when, c.node, len(evs), err, c.want)
+			}
+		}
+		evs, _, _ := s.Query(Filter{Job: "9"})
+		if len(evs) != 1 || !reflect.DeepEqual(evs[0].Nodes, []string{"cn1", "gpu3"}) {
+			t.Errorf("%s: job 9: %+v", when, evs)
+		}
+	}
+	check("before retention")
+	s.retainNow(t)
+	if s.Len() != 2 {
+		t.Fatalf("%d events after retention, want 2", s.Len())
+	}
+	check("after retention")
+	f := Filter{Node: "gpu3"}
+	if e := (Event{Nodes: []string{"cn1", "gpu3"}}); !f.Match(&e) {
+		t.Error("live match misses a job's second node")
+	}
+}
+
+// Records longer than the read buffer read back whole.
+func TestLargeEventReadBack(t *testing.T) {
+	s := open(t, Options{Dir: t.TempDir()})
+	nodes := make([]string, 300)
+	for i := range nodes {
+		nodes[i] = fmt.Sprintf("cn%04d", i)
+	}
+	in := Event{Time: t0, Kind: KindJobEnd, Job: "5", Severity: SeverityWarning, Summary: strings.Repeat("s", MaxSummary), Nodes: nodes}
+	s.Emit(Event{Time: t0, Kind: KindGap})
+	s.Emit(in)
+	s.Emit(Event{Time: t0, Kind: KindGap})
+	s.Sync()
+	evs, _, err := s.Query(Filter{Job: "5"})
+	in.ID = 2
+	if err != nil || len(evs) != 1 || !reflect.DeepEqual(evs[0], in) {
+		t.Fatalf("large event: %v, %d events", err, len(evs))
 	}
 }

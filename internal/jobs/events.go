@@ -55,6 +55,8 @@ func jobEvent(j *Job, kind, verb string, t time.Time, sev string) events.Event {
 		Labels: map[string]string{"state": string(j.State), "nodes": strconv.Itoa(len(j.Nodes))}}
 	if len(j.Nodes) == 1 {
 		e.Node = j.Nodes[0]
+	} else {
+		e.Nodes = j.Nodes // the store keeps the first events.MaxNodes
 	}
 	for k, v := range map[string]string{"user": j.User, "partition": j.Partition, "account": j.Account, "name": j.Name} {
 		if v != "" {

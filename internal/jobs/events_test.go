@@ -42,7 +42,7 @@ func TestJobStartEndEvents(t *testing.T) {
 	}
 	e := evs[0]
 	if e.Kind != events.KindJobStart || e.Job != "123" || !e.Time.Equal(t0) || e.Link != "#/jobs/123" ||
-		e.Summary != "job 123 started on 4 nodes" || e.Labels["nodes"] != "4" {
+		e.Summary != "job 123 started on 4 nodes" || e.Labels["nodes"] != "4" || len(e.Nodes) != 4 || e.Node != "" {
 		t.Fatalf("job_start %+v", e)
 	}
 	// Slurm tells the user: no new event.
