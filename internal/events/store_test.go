@@ -350,7 +350,7 @@ func TestSanitizeBounds(t *testing.T) {
 }
 
 func FuzzDecode(f *testing.F) {
-	e := Event{ID: 9, Time: t0, Kind: KindGap, Node: "cn1", Severity: SeverityInfo, Summary: "x", Labels: map[string]string{"a": "b"}}
+	e := Event{ID: 9, Time: t0, Kind: KindGap, Node: "cn1", Severity: SeverityInfo, Summary: "x", Labels: map[string]string{"a": "b"}, Nodes: []string{"cn1", "cn2"}}
 	f.Add(appendRecord(nil, &e))
 	f.Add([]byte{})
 	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 1})
