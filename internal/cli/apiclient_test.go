@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigil-hpc/vigil/internal/events"
 	"github.com/vigil-hpc/vigil/internal/logs/logsvc"
 	"github.com/vigil-hpc/vigil/internal/metric"
 	"github.com/vigil-hpc/vigil/internal/query"
@@ -67,6 +68,14 @@ func authAPI(t *testing.T) (http.Handler, time.Time) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	evs, err := events.Open(events.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { evs.Close() })
+	evs.Emit(events.Event{Time: t0, Kind: events.KindNodeDown, Node: "cn01", Summary: "node cn01 down: silent for 3s"})
+	evs.Sync()
+	mux.Handle(events.PathQuery, evs.QueryHandler())
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if u, p, ok := r.BasicAuth(); !ok || u != "vigil" || p != "s3cret" {
 			w.Header().Set("WWW-Authenticate", `Basic realm="vigil"`)
@@ -97,6 +106,7 @@ func clientCommands(srv string, t0 time.Time) []struct {
 		{"logs search", []string{"logs", "search", "--server", srv, "failure"}, " cn01 sshd[7] warning: authentication failure for root\n"},
 		{"logs tail", []string{"logs", "tail", "--server", srv}, " cn01 sshd[7] warning: authentication failure for root\n"},
 		{"logs patterns", []string{"logs", "patterns", "--server", srv}, "sshd: authentication failure for root"},
+		{"events", []string{"events", "--server", srv}, "node_down  cn01  -    node cn01 down: silent for 3s\n"},
 	}
 }
 

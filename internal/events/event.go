@@ -32,10 +32,13 @@ const (
 // Event is one thing that happened. Node and Job are empty when the event
 // concerns neither.
 type Event struct {
-	ID       uint64            `json:"id"` // assigned by the store, increasing
-	Time     time.Time         `json:"time"`
-	Kind     string            `json:"kind"`
-	Node     string            `json:"node,omitempty"`
+	ID   uint64    `json:"id"` // assigned by the store, increasing
+	Time time.Time `json:"time"`
+	Kind string    `json:"kind"`
+	Node string    `json:"node,omitempty"`
+	// Nodes are the nodes concerned when there are several (a job's);
+	// the node filter matches Node or any of them.
+	Nodes    []string          `json:"nodes,omitempty"`
 	Job      string            `json:"job,omitempty"`
 	Severity string            `json:"severity"`
 	Summary  string            `json:"summary"`

@@ -7,6 +7,7 @@ package ingest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -76,6 +77,7 @@ type Handler struct {
 	endedMu sync.Mutex
 	ended   map[string][]string
 	tap     Tap // Options.Tap, or nil
+	nodeEvents
 }
 
 // New returns a handler; interval is the nodes' sampling interval (a node
@@ -98,6 +100,7 @@ func NewWithOptions(st Store, o Options) *Handler {
 		live: treestate.NewLiveness(3 * interval),
 		stop: make(chan struct{}), maxHold: DefaultMaxHold, expected: o.Expected, ended: map[string][]string{}, tap: o.Tap,
 	}
+	h.nodeEvents.init(o.Events)
 	h.initClocks(o)
 	return h
 }
@@ -124,7 +127,9 @@ func (h *Handler) fail(what string, err error) {
 
 // Tick implements wire.Handler: store the tick with up=1.
 func (h *Handler) Tick(node string, t time.Time, descs []*metric.Desc, values []float64) {
-	h.live.Seen(node, t, time.Now())
+	if h.live.Seen(node, t, time.Now()) {
+		h.nodeUp(node, t)
+	}
 	if h.tap != nil {
 		h.retireEnded(node, t)
 	}
@@ -177,6 +182,7 @@ func (h *Handler) Schema(node string, descs []*metric.Desc) {
 // Gap implements wire.Handler: lost ticks show as missing data.
 func (h *Handler) Gap(node string, from, to time.Time) {
 	h.stats.Gaps.Add(1)
+	h.gap(node, from, to)
 	if err := h.hold(func() error { return h.store.Gap(node, from, to) }); err != nil && !errors.Is(err, store.ErrTooFarInFuture) { // a clock-skew node: judgeClocks reports it
 		h.fail("store gap failed", err)
 	}
@@ -191,6 +197,9 @@ func (h *Handler) NodeState(node string, up bool, t time.Time) {
 	}
 	if h.live.ReportedDown(node, time.Now()) {
 		return // down here already
+	}
+	if !h.live.Up(node) { // a node still ticking here goes down by its silence
+		h.nodeDown(node, t, "reported down by its aggregator")
 	}
 	h.markDown(node, t, h.hold)
 }
@@ -247,6 +256,7 @@ func (h *Handler) Run(ctx context.Context) {
 			for _, n := range h.live.Sweep(now) {
 				h.log.Info("node down", "node", n)
 				newlyDown[n] = true
+				h.nodeDown(n, now, fmt.Sprintf("silent for %s", h.live.DownAfter))
 				h.markDown(n, now, func(f func() error) error { return f() })
 			}
 			for _, n := range h.live.Down() {

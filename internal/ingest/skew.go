@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vigil-hpc/vigil/internal/events"
 )
 
 // DefaultMaxClockOffset is how far a node's clock may be off the server's
@@ -41,6 +43,8 @@ type Options struct {
 	// Tap, if set, sees every stream's schema and ticks (package jobs
 	// learns which jobs run where); it must be cheap.
 	Tap Tap
+	// Events gets node_down, node_up and gap events (nil: none).
+	Events events.Sink
 }
 
 // OffsetStore stores a value per node at t in one commit (store.Store).

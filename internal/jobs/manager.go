@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vigil-hpc/vigil/internal/events"
 	"github.com/vigil-hpc/vigil/internal/metric"
 )
 
@@ -29,6 +30,10 @@ type Options struct {
 	OnEnd func(j *Job)
 	// Events turns POST /api/v1/jobs/{id}/event (vigil job-event) on.
 	Events bool
+	// EventSink gets job_start and job_end events, whoever said so (the
+	// nodes, Slurm, vigil job-event); nil: none. (Events is the job-event
+	// API's switch.)
+	EventSink events.Sink
 	// MaxLive bounds the jobs tracked as running (0: 100,000).
 	MaxLive    int
 	Registerer prometheus.Registerer // nil: not registered
@@ -45,6 +50,7 @@ type Manager struct {
 	maxLive  int
 	onEnd    func(*Job)
 	events   bool
+	sink     events.Sink
 	slurm    *slurmPoller
 
 	tapMu sync.Mutex
@@ -97,6 +103,9 @@ func New(o Options) (*Manager, error) {
 		nodes: map[string][]streamTap{}, live: map[string]*liveJob{}, wake: make(chan struct{}, 1)}
 	if m.interval <= 0 {
 		m.interval = time.Second
+	}
+	if m.sink = o.EventSink; m.sink == nil {
+		m.sink = events.Discard
 	}
 	if m.maxLive <= 0 {
 		m.maxLive = 100000
@@ -424,10 +433,11 @@ func (m *Manager) Update(id string, fn func(j *Job)) (*Job, error) {
 		return nil, err
 	}
 	var before []byte
+	var was State
 	if j == nil {
 		j = &Job{ID: id}
 	} else {
-		before = appendJob(nil, j)
+		before, was = appendJob(nil, j), j.State
 	}
 	fn(j)
 	if bytes.Equal(before, appendJob(nil, j)) {
@@ -439,6 +449,7 @@ func (m *Manager) Update(id string, fn func(j *Job)) (*Job, error) {
 		return nil, err
 	}
 	m.m.jobsG.Set(float64(m.idx.Len()))
+	m.emit(j, was)
 	return j, nil
 }
 

@@ -125,6 +125,9 @@ type Config struct {
 	// JobEvents takes POST /api/v1/jobs/{id}/event (vigil job-event in
 	// Slurm's prologs and epilogs); off, as it stores what it is sent.
 	JobEvents bool `toml:"job_events"`
+	// EventsRetention keeps the event stream (<data>/events, package
+	// events) this long; whole days go (0: 90d).
+	EventsRetention Duration `toml:"events_retention"`
 
 	// Log is set by flags only.
 	Log logging.Options `toml:"-"`
@@ -199,6 +202,7 @@ func (c Config) validate() error {
 		{"logs_retention", "", int64(c.LogsRetention)}, {"logs_max_bytes", "", c.LogsMaxBytes},
 		{"logs_metrics_interval", "", int64(c.LogsMetricsInterval)}, {"logs_max_pattern_series", "", int64(c.LogsMaxPatternSeries)},
 		{"slurm_interval", "", int64(c.SlurmInterval)}, {"slurm_timeout", "", int64(c.SlurmTimeout)},
+		{"events_retention", "", int64(c.EventsRetention)},
 	} {
 		if v.n < 0 {
 			errs = append(errs, &config.FieldError{Key: v.key, Flag: v.flag, Msg: "must not be negative"})
@@ -307,6 +311,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&c.SlurmInterval, "slurm-interval", "how often --slurm asks squeue (default 30s; a job the nodes start asks sooner)")
 	fs.BoolVar(&c.JobEvents, "job-events", c.JobEvents, "take job starts and ends from vigil job-event (POST /api/v1/jobs/{id}/event, as --http is protected)")
 	fs.Var(&c.SlurmTimeout, "slurm-timeout", "give up on one Slurm command after this long (default 10s)")
+	fs.Var(&c.EventsRetention, "events-retention", "keep the event stream (node up/down, jobs, alerts, health checks) this long (default 90d)")
 	fs.BoolVar(&c.DebugPprof, "debug-pprof", c.DebugPprof, "serve Go's heap, CPU and goroutine profiles under /debug/pprof/ on --http")
 	c.Log.RegisterFlags(fs)
 	fs.Var(&remoteWriteFlag{p: &c.RemoteWrite}, "remote-write", "also send what the tree streams in (--listen) to this Prometheus remote-write URL (repeatable or comma list; replaces the file's remote_write)")

@@ -145,11 +145,11 @@ func TestCloseWithoutServeClosesLogs(t *testing.T) {
 	}
 }
 
-// Stopping the server while a dashboard's live stream or a log tail is
+// Stopping the server while a dashboard's live stream, a log tail or an event stream is
 // open returns nil within a second, not after the HTTP grace period with
 // an error.
 func TestStopWithLiveStreamsOpen(t *testing.T) {
-	for _, path := range []string{"/api/web/live?expr=up", "/api/v1/logs/tail"} {
+	for _, path := range []string{"/api/web/live?expr=up", "/api/v1/logs/tail", "/api/v1/events/stream"} {
 		t.Run(strings.Split(path, "?")[0], func(t *testing.T) {
 			tcp, _, _ := freeAddrs(t)
 			cfg := DefaultConfig()

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/vigil-hpc/vigil/internal/events"
 	"github.com/vigil-hpc/vigil/internal/httpsec"
 	"github.com/vigil-hpc/vigil/internal/ingest"
 	"github.com/vigil-hpc/vigil/internal/jobs"
@@ -61,6 +62,7 @@ type Server struct {
 	web    *web.Handler
 	logs   *logsvc.Service // nil unless syslog intake is configured
 	jobs   *jobs.Manager   // the job index (docs/jobs.md)
+	events *events.Store   // the event stream (docs/events.md)
 	// summaries writes each ended job's report figures into the index.
 	summaries *summarizer
 	// stragglers writes vigil_job_straggler for the running jobs.
@@ -162,7 +164,15 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if s.rollup != nil {
 		rq.Watermark = s.rollup.Watermark
 	}
+	s.events, err = events.Open(events.Options{Dir: filepath.Join(cfg.Data, "events"), Retention: cfg.EventsRetention.D(),
+		Registerer: s.reg, Logger: log.With("component", "events")})
+	if err != nil {
+		return nil, errors.Join(err, s.Close())
+	}
+	s.mux.Handle("GET "+events.PathQuery, s.events.QueryHandler())
+	s.mux.Handle("GET "+events.PathStream, s.endOnStop(s.events.StreamHandler()))
 	jo := cfg.jobsOptions(s.reg, log)
+	jo.EventSink = s.events
 	summaries := newSummarizer(rq, log.With("component", "jobs"))
 	jo.OnEnd = summaries.ended
 	if s.jobs, err = jobs.New(jo); err != nil {
@@ -190,7 +200,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 			Metrics: logsvc.MetricsConfig{Appendable: st, Interval: cfg.LogsMetricsInterval.D(), MaxPatternSeries: cfg.LogsMaxPatternSeries,
 				Labels:   labels.FromStrings("job", SelfJob, "instance", SelfNode, store.NodeLabel, SelfNode),
 				Metadata: func(name, typ, help string) { st.SetMetadata(name, store.Metadata{Type: typ, Help: help}) }},
-			// TODO(merge): Events: s.events (the events store, once it exists here).
+			Events: s.events,
 		}, log.With("component", "logs"))
 		if err != nil {
 			return nil, errors.Join(err, s.Close())
@@ -241,6 +251,9 @@ func (s *Server) endOnStop(h http.Handler) http.Handler {
 		h.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
+
+// Events is the server's event store, the one sink of every producer.
+func (s *Server) Events() *events.Store { return s.events }
 
 // Jobs is the server's job index.
 func (s *Server) Jobs() *jobs.Manager { return s.jobs }
@@ -307,7 +320,7 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 			ist = s.rwOut.Tap(s.store)
 		}
 		h := ingest.NewWithOptions(ist, ingest.Options{Interval: s.cfg.Interval.D(), MaxClockOffset: s.cfg.MaxFuture.D(),
-			Offsets: s.store, Registerer: s.reg, Logger: s.log, Expected: s.expected, Tap: s.jobs})
+			Offsets: s.store, Registerer: s.reg, Logger: s.log, Expected: s.expected, Tap: s.jobs, Events: s.events})
 		s.registerIngest(h)
 		g.Go(func() error { h.Run(gctx); return nil })
 		g.Go(func() error {
@@ -335,6 +348,9 @@ func (s *Server) Close() error {
 	}
 	if s.jobs != nil {
 		errs = append(errs, s.jobs.Close())
+	}
+	if s.events != nil { // after its producers
+		errs = append(errs, s.events.Close())
 	}
 	if s.rollup != nil {
 		errs = append(errs, s.rollup.Close())

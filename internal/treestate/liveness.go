@@ -239,6 +239,14 @@ func (l *Liveness) LastTick(node string) (time.Time, bool) {
 	return n.lastTick, true
 }
 
+// Up tells whether node is up here (one map lookup).
+func (l *Liveness) Up(node string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.nodes[node]
+	return n != nil && n.up
+}
+
 // Down lists nodes currently down, including expected ones never seen.
 func (l *Liveness) Down() []string {
 	l.mu.Lock()
