@@ -261,6 +261,9 @@ func (h *Handler) Run(ctx context.Context) {
 			}
 			for _, n := range h.live.Down() {
 				if !newlyDown[n] {
+					// Expected nodes that never connected are down from
+					// the start: told once, like the others.
+					h.nodeDown(n, now, "expected, not connected")
 					if err := h.store.SetUp(n, now, false); err != nil {
 						h.fail("store up=0 failed", err)
 					}

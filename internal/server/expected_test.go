@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/internal/aggregator"
+	"github.com/vigil-hpc/vigil/internal/events"
 	"github.com/vigil-hpc/vigil/internal/metric"
 	"github.com/vigil-hpc/vigil/internal/treestatus"
 	"github.com/vigil-hpc/vigil/internal/wire"
@@ -96,6 +97,25 @@ func TestExpectedNeverConnectedAreDown(t *testing.T) {
 			sort.Strings(webDown)
 			if len(nodes) != 5 || !slices.Equal(webDown, []string{"cn4", "cn5"}) {
 				t.Fatalf("dashboard nodes %+v, want 5 with cn4 cn5 down", nodes)
+			}
+			// Each never-connected node is one node_down event.
+			var evDown []string
+			for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				evDown = evDown[:0]
+				evs, _, err := s.Events().Query(events.Filter{Kinds: []string{events.KindNodeDown}, Limit: 100})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, e := range evs {
+					evDown = append(evDown, e.Node)
+				}
+				sort.Strings(evDown)
+				if slices.Equal(evDown, []string{"cn4", "cn5"}) || time.Now().After(deadline) {
+					break
+				}
+			}
+			if !slices.Equal(evDown, []string{"cn4", "cn5"}) {
+				t.Fatalf("node_down events for %v, want cn4 cn5 once each", evDown)
 			}
 		})
 	}
