@@ -2,10 +2,12 @@ package ingest
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/vigil-hpc/vigil/internal/events"
+	"github.com/vigil-hpc/vigil/internal/metric"
 )
 
 // maxDownRemembered bounds the nodes remembered as down for their
@@ -20,13 +22,39 @@ type nodeEvents struct {
 	sink   events.Sink
 	downMu sync.Mutex
 	down   map[string]bool // nodes whose node_down was emitted
+	// aggs are the streams that are aggregators' own health (their schema
+	// has vigil_aggregator_* series): one going down means its children
+	// fail over to their next upstream.
+	aggs map[string]bool
+}
+
+// maxAggregators bounds the aggregator streams remembered.
+const maxAggregators = 10000
+
+// schema notes whether node's stream is an aggregator's.
+func (ne *nodeEvents) schema(node string, descs []*metric.Desc) {
+	agg := false
+	for _, d := range descs {
+		if strings.HasPrefix(d.Name, "vigil_aggregator_") {
+			agg = true
+			break
+		}
+	}
+	ne.downMu.Lock()
+	defer ne.downMu.Unlock()
+	switch {
+	case agg && len(ne.aggs) < maxAggregators:
+		ne.aggs[node] = true
+	case !agg:
+		delete(ne.aggs, node)
+	}
 }
 
 func (ne *nodeEvents) init(s events.Sink) {
 	if s == nil {
 		s = events.Discard
 	}
-	ne.sink, ne.down = s, map[string]bool{}
+	ne.sink, ne.down, ne.aggs = s, map[string]bool{}, map[string]bool{}
 }
 
 func nodeLink(node string) string { return "#/node/" + node }
@@ -40,9 +68,15 @@ func (ne *nodeEvents) nodeDown(node string, t time.Time, why string) {
 	if len(ne.down) < maxDownRemembered {
 		ne.down[node] = true
 	}
+	agg := ne.aggs[node]
 	ne.downMu.Unlock()
 	ne.sink.Emit(events.Event{Time: t, Kind: events.KindNodeDown, Node: node, Severity: events.SeverityCritical,
 		Summary: fmt.Sprintf("node %s down: %s", node, why), Link: nodeLink(node)})
+	if agg {
+		ne.sink.Emit(events.Event{Time: t, Kind: events.KindFailover, Node: node, Severity: events.SeverityWarning,
+			Summary: fmt.Sprintf("aggregator %s down (%s): its nodes fail over to their next upstream", node, why),
+			Link:    "#/tree"})
+	}
 }
 
 // nodeUp is called when node joined or came back (Liveness.Seen).

@@ -102,3 +102,30 @@ func TestReportedDownAndGapEvents(t *testing.T) {
 		t.Fatalf("gap event %+v", g)
 	}
 }
+
+// An aggregator's own stream going silent is a failover of its children
+// as well as its node_down; a node's stream is not.
+func TestAggregatorDownIsFailover(t *testing.T) {
+	log := &eventLog{}
+	h := NewWithOptions(nopStore{}, Options{Interval: 20 * time.Millisecond, Logger: quiet(), Events: log})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { h.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	aggDescs := []*metric.Desc{metric.NewDesc("vigil_aggregator_children", "", metric.Gauge)}
+	h.Schema("agg1", aggDescs)
+	h.Tick("agg1", time.Now(), aggDescs, []float64{3})
+	h.Schema("cn1", []*metric.Desc{load1})
+	h.Tick("cn1", time.Now(), []*metric.Desc{load1}, []float64{1})
+	for deadline := time.Now().Add(10 * time.Second); len(log.kinds("agg1")) < 2 || len(log.kinds("cn1")) < 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("events after both fell silent: agg1 %v, cn1 %v", log.kinds("agg1"), log.kinds("cn1"))
+		}
+	}
+	if got := fmt.Sprint(log.kinds("agg1")); got != "[node_down failover]" {
+		t.Fatalf("agg1 events %s, want node_down failover", got)
+	}
+	if got := fmt.Sprint(log.kinds("cn1")); got != "[node_down]" {
+		t.Fatalf("cn1 events %s, want node_down only", got)
+	}
+}

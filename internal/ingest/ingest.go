@@ -174,6 +174,7 @@ func (h *Handler) retireEnded(node string, t time.Time) {
 
 // Schema implements wire.Handler: the tap learns the stream changed.
 func (h *Handler) Schema(node string, descs []*metric.Desc) {
+	h.schema(node, descs)
 	if h.tap != nil {
 		h.tap.Schema(node, descs)
 	}
