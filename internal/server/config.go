@@ -121,6 +121,14 @@ type Config struct {
 	// Slurm's prologs and epilogs); off, as it stores what it is sent.
 	JobEvents bool `toml:"job_events"`
 
+	// Rules are Prometheus rule files or globs of them, evaluated every
+	// RuleInterval (0: 15s); alerts go to the Alertmanager URLs
+	// (package alerting, docs/alerting.md). Pointers keep Config
+	// comparable with ==.
+	Rules        *[]string `toml:"rules"`
+	Alertmanager *[]string `toml:"alertmanager"`
+	RuleInterval Duration  `toml:"rule_interval"`
+
 	// Log is set by flags only.
 	Log logging.Options `toml:"-"`
 	// DebugPprof serves Go's profiles under /debug/pprof/ on HTTP (behind
@@ -192,7 +200,7 @@ func (c Config) validate() error {
 		{"query_max_samples", "", int64(c.QueryMaxSamples)}, {"query_max_concurrent", "query-max-concurrency", int64(c.QueryMaxConcurrent)},
 		{"query_max_queued", "", int64(c.QueryMaxQueued)}, {"query_max_length", "", int64(c.QueryMaxLength)}, {"query_max_results", "", int64(c.QueryMaxResults)},
 		{"logs_retention", "", int64(c.LogsRetention)}, {"logs_max_bytes", "", c.LogsMaxBytes},
-		{"slurm_interval", "", int64(c.SlurmInterval)}, {"slurm_timeout", "", int64(c.SlurmTimeout)},
+		{"slurm_interval", "", int64(c.SlurmInterval)}, {"rule_interval", "", int64(c.RuleInterval)}, {"slurm_timeout", "", int64(c.SlurmTimeout)},
 	} {
 		if v.n < 0 {
 			errs = append(errs, &config.FieldError{Key: v.key, Flag: v.flag, Msg: "must not be negative"})
@@ -265,6 +273,41 @@ func (f *remoteWriteFlag) Set(s string) error {
 	return nil
 }
 
+// list returns the list p points to (none if nil).
+func list(p *[]string) []string {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// listFlag is config.List for a *[]string field: repeated or a comma
+// list, the first use replacing the file's list.
+type listFlag struct {
+	p   **[]string
+	set bool
+}
+
+func (f *listFlag) String() string {
+	if f.p == nil || *f.p == nil {
+		return ""
+	}
+	return strings.Join(**f.p, ",")
+}
+
+func (f *listFlag) Set(s string) error {
+	if !f.set {
+		*f.p = &[]string{}
+		f.set = true
+	}
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			**f.p = append(**f.p, v)
+		}
+	}
+	return nil
+}
+
 // RegisterFlags binds the flags to c's fields, their values as defaults.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.HTTP, "http", c.HTTP, "serve the HTTP API (Prometheus API v1, dashboard, /metrics) on this address")
@@ -301,6 +344,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&c.SlurmTimeout, "slurm-timeout", "give up on one Slurm command after this long (default 10s)")
 	fs.BoolVar(&c.DebugPprof, "debug-pprof", c.DebugPprof, "serve Go's heap, CPU and goroutine profiles under /debug/pprof/ on --http")
 	c.Log.RegisterFlags(fs)
+	fs.Var(&listFlag{p: &c.Rules}, "rules", "Prometheus rule file or glob to evaluate (repeatable; reloaded on SIGHUP and POST /-/reload)")
+	fs.Var(&listFlag{p: &c.Alertmanager}, "alertmanager", "send alerts to this Alertmanager URL, API v2 (repeatable, e.g. both of an HA pair)")
+	fs.Var(&c.RuleInterval, "rule-interval", "evaluate rule groups that set no interval this often (default 15s)")
 	fs.Var(&remoteWriteFlag{p: &c.RemoteWrite}, "remote-write", "also send what the tree streams in (--listen) to this Prometheus remote-write URL (repeatable or comma list; replaces the file's remote_write)")
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/vigil-hpc/vigil/internal/alerting"
 	"github.com/vigil-hpc/vigil/internal/httpsec"
 	"github.com/vigil-hpc/vigil/internal/ingest"
 	"github.com/vigil-hpc/vigil/internal/jobs"
@@ -60,6 +61,7 @@ type Server struct {
 	web    *web.Handler
 	logs   *logsvc.Service // nil unless syslog intake is configured
 	jobs   *jobs.Manager   // the job index (docs/jobs.md)
+	rules  *alerting.Manager
 	// summaries writes each ended job's report figures into the index.
 	summaries *summarizer
 	mux       *http.ServeMux
@@ -155,6 +157,17 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		MaxQueued: cfg.QueryMaxQueued, MaxQueryLength: cfg.QueryMaxLength, MaxResults: cfg.QueryMaxResults,
 		Registerer: s.reg,
 	})
+	// Rules (docs/alerting.md): always on, so /api/v1/rules answers.
+	s.rules, err = alerting.New(alerting.Options{Files: list(cfg.Rules), Interval: cfg.RuleInterval.D(), Query: s.api.RuleInstant,
+		Appendable: st, Queryable: st, Alertmanagers: list(cfg.Alertmanager), ExternalURL: externalURL(cfg.HTTP),
+		Registerer: s.reg, Logger: log.With("component", "rules"),
+		// TODO(merge): Events: s.events,
+	})
+	if err != nil {
+		return nil, errors.Join(err, s.Close())
+	}
+	s.rules.Register(s.mux)
+	s.mux.HandleFunc("POST /-/reload", s.reload)
 	rq := report.APIQuerier{API: s.api}
 	if s.rollup != nil {
 		rq.Watermark = s.rollup.Watermark
@@ -286,6 +299,8 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 		g.Go(func() error { return s.rollup.Run(gctx) })
 	}
 	g.Go(func() error { s.jobs.Run(gctx); return nil })
+	g.Go(func() error { return s.rules.Run(gctx) })
+	g.Go(func() error { s.reloadOnHUP(gctx); return nil })
 	g.Go(func() error { s.summaries.run(gctx); return nil })
 	if len(s.cfg.remoteWrite()) > 0 {
 		// Remote write out sends what the tree and remote write in stored.
