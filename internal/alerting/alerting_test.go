@@ -393,4 +393,3 @@ func TestAPIShapes(t *testing.T) {
 		t.Errorf("alerts %v", as)
 	}
 }
-
