@@ -73,16 +73,17 @@ func parseFile(name string) (*rulefmt.RuleGroups, error) {
 }
 
 // CheckFiles checks rule files as `promtool check rules` does, writing
-// its report to w: for each file "Checking FILE" then "  SUCCESS: N rules
-// found" or "  FAILED:" and the errors. It reports whether all passed.
-func CheckFiles(w io.Writer, files []string) bool {
+// its report as it does: for each file "Checking FILE" then "  SUCCESS:
+// N rules found" on w, or "  FAILED:" and the errors on errw. It reports
+// whether all passed.
+func CheckFiles(w, errw io.Writer, files []string) bool {
 	ok := true
 	for _, name := range files {
 		fmt.Fprintf(w, "Checking %s\n", name)
 		rgs, err := parseFile(name)
 		if err != nil {
 			ok = false
-			fmt.Fprintf(w, "  FAILED:\n%s\n\n", err)
+			fmt.Fprintf(errw, "  FAILED:\n%s\n\n", err)
 			continue
 		}
 		n := 0

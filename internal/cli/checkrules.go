@@ -14,11 +14,11 @@ func init() {
 
 // checkRules is `vigil check-rules FILE...`: exit 0 when every file is
 // valid, 1 with FILE: LINE:COL: errors otherwise (as promtool check rules).
-func checkRules(_ context.Context, args []string, stdout, _ io.Writer) error {
+func checkRules(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		return &ExitError{Code: 2, Err: errors.New("usage: vigil check-rules FILE...")}
 	}
-	if !alerting.CheckFiles(stdout, args) {
+	if !alerting.CheckFiles(stdout, stderr, args) {
 		return &ExitError{Code: 1, Err: errors.New("")}
 	}
 	return nil
