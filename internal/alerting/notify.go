@@ -26,9 +26,9 @@ func (m *Manager) newNotifier() error {
 	cfg := &config.Config{}
 	m.tgs = map[string][]*targetgroup.Group{}
 	for i, s := range m.opts.Alertmanagers {
-		u, err := url.Parse(s)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-			return fmt.Errorf("alertmanager %q: want a URL like http://host:9093", s)
+		u, err := parseURL(s)
+		if err != nil {
+			return err
 		}
 		amc := &config.AlertmanagerConfig{
 			Scheme:           u.Scheme,
@@ -56,4 +56,18 @@ func (m *Manager) newNotifier() error {
 		return fmt.Errorf("alertmanager: %w", err)
 	}
 	return nil
+}
+
+// CheckURL checks an Alertmanager URL (--alertmanager).
+func CheckURL(s string) error {
+	_, err := parseURL(s)
+	return err
+}
+
+func parseURL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("alertmanager %q: want a URL like http://host:9093", s)
+	}
+	return u, nil
 }

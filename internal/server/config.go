@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vigil-hpc/vigil/internal/alerting"
 	"github.com/vigil-hpc/vigil/internal/duration"
 	"github.com/vigil-hpc/vigil/internal/jobs"
 	"github.com/vigil-hpc/vigil/internal/logging"
@@ -215,6 +216,11 @@ func (c Config) validate() error {
 	for i, rw := range c.remoteWrite() {
 		if err := rw.Validate(); err != nil {
 			errs = append(errs, &config.FieldError{Key: fmt.Sprintf("remote_write[%d]", i), Flag: "remote-write", Msg: err.Error()})
+		}
+	}
+	for _, u := range list(c.Alertmanager) {
+		if err := alerting.CheckURL(u); err != nil {
+			errs = append(errs, config.Field("alertmanager", "%v", err))
 		}
 	}
 	if err := c.Log.Validate(); err != nil {

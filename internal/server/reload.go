@@ -18,10 +18,16 @@ func (s *Server) reload(w http.ResponseWriter, _ *http.Request) {
 	}
 }
 
-// reloadOnHUP reloads the rules on each SIGHUP until ctx ends.
-func (s *Server) reloadOnHUP(ctx context.Context) {
+// notifyHUP catches SIGHUP (which would otherwise end the process) from
+// now on; reloadOnHUP takes them.
+func notifyHUP() chan os.Signal {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
+	return hup
+}
+
+// reloadOnHUP reloads the rules on each SIGHUP until ctx ends.
+func (s *Server) reloadOnHUP(ctx context.Context, hup chan os.Signal) {
 	defer signal.Stop(hup)
 	for {
 		select {

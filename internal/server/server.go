@@ -282,6 +282,7 @@ func (s *Server) metadata() map[string]query.Metadata {
 // accepting, let requests and connections finish, close the store.
 func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 	s.logHTTPSecurity(ln.Addr().String())
+	hup := notifyHUP() // before serving: a SIGHUP must not kill a server that answers
 	g, gctx := errgroup.WithContext(ctx)
 	defer context.AfterFunc(gctx, s.stopStreams)()
 	g.Go(func() error {
@@ -300,7 +301,7 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 	}
 	g.Go(func() error { s.jobs.Run(gctx); return nil })
 	g.Go(func() error { return s.rules.Run(gctx) })
-	g.Go(func() error { s.reloadOnHUP(gctx); return nil })
+	g.Go(func() error { s.reloadOnHUP(gctx, hup); return nil })
 	g.Go(func() error { s.summaries.run(gctx); return nil })
 	if len(s.cfg.remoteWrite()) > 0 {
 		// Remote write out sends what the tree and remote write in stored.
