@@ -16,7 +16,7 @@ func init() {
 // valid, 1 with FILE: LINE:COL: errors otherwise (as promtool check rules).
 func checkRules(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return &ExitError{Code: 2, Err: errors.New("usage: vigil check-rules FILE...")}
+		return &ExitError{Code: 2, Err: errors.New("usage: vigil check-rules FILE [FILE ...]")}
 	}
 	if !alerting.CheckFiles(stdout, stderr, args) {
 		return &ExitError{Code: 1, Err: errors.New("")}
