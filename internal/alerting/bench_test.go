@@ -40,11 +40,12 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// BenchmarkRuleRound times one evaluation round of -rules-count alerting
-// rules, one in -rules-wide over every node and the others over one rack
-// of 100 nodes each (in groups of 100, each group on its goroutine as the rules
-// engine runs them, the queries under the Manager's concurrency bound)
-// over -rules-nodes nodes with 5 minutes of 15 s samples of 7 series each
+// BenchmarkRuleRound times one evaluation round of alerting rules (in
+// groups of 100, each group on its goroutine as the rules engine runs
+// them, 1 or 2 queries at once): mix1000 is -rules-count rules, one in
+// -rules-wide over every node and the others over one rack of 100 nodes
+// each; all100 is 100 rules each over every node. The store holds
+// -rules-nodes nodes with 5 minutes of 15 s samples of 7 series each
 // (up, load, memory, CPU idle counter, root file system): wall time per
 // round (ns/op, must stay under the 15 s interval) and CPU seconds per
 // round. Every 5000th node is unwell (down, loaded, out of memory, idle
@@ -86,20 +87,47 @@ func BenchmarkRuleRound(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	dir := b.TempDir()
+	tick := 0 // each round at a new time, so ALERTS samples never collide
+	for _, c := range []struct {
+		name             string
+		rules, wide, par int
+	}{
+		{"mix1000/par1", *benchRules, *benchWide, 1}, {"mix1000/par2", *benchRules, *benchWide, 2},
+		{"all100/par1", 100, 1, 1}, {"all100/par2", 100, 1, 2},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			file := writeFile(b, dir, strings.ReplaceAll(c.name, "/", "-")+".yml", benchRuleFile(c.rules, c.wide))
+			benchRound(b, e, file, now, &tick, c.par)
+		})
+	}
+}
+
+// benchRuleFile writes n alerting rules in groups of 100, the templates
+// in turn: one in wide over every node, the others over one rack of 100
+// nodes (node=~"cnRRR..").
+func benchRuleFile(n, wide int) string {
 	var sb strings.Builder
-	for i := range *benchRules {
+	sb.WriteString("groups:\n")
+	for i := range n {
 		if i%100 == 0 {
 			fmt.Fprintf(&sb, "- name: g%d\n  rules:\n", i/100)
 		}
 		sel := ""
-		if i%*benchWide != 0 { // a rack: cnRRRxx
+		if i%wide != 0 {
 			sel = fmt.Sprintf(`node=~"cn%03d.."`, i%(*benchNodes/100))
 		}
+		tmpl := benchTemplates[(i+i/wide)%len(benchTemplates)]
 		fmt.Fprintf(&sb, "  - alert: A%d\n    expr: '%s'\n    for: 1m\n    labels: {severity: warning}\n    annotations: {summary: \"{{ $labels.node }} at {{ $value }}\"}\n",
-			i, fmt.Sprintf(benchTemplates[i%len(benchTemplates)], sel, i/len(benchTemplates)%10))
+			i, fmt.Sprintf(tmpl, sel, i/len(benchTemplates)%10))
 	}
-	file := writeFile(b, b.TempDir(), "bench.yml", "groups:\n"+sb.String())
-	m, err := New(Options{Files: []string{file}, Query: e.api.RuleInstant, Appendable: e.st, Queryable: e.st})
+	return sb.String()
+}
+
+// benchRound evaluates the file's groups b.N times, each group on its
+// goroutine, par rule queries at once.
+func benchRound(b *testing.B, e *env, file string, now time.Time, tick *int, par int) {
+	m, err := New(Options{Files: []string{file}, Query: e.api.RuleInstant, Appendable: e.st, Queryable: e.st, MaxConcurrent: par})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -109,8 +137,9 @@ func BenchmarkRuleRound(b *testing.B) {
 	}
 	var walls, cpus []time.Duration
 	b.ResetTimer()
-	for i := range b.N {
-		ts := now.Add(time.Duration(i) * time.Second)
+	for range b.N {
+		*tick++
+		ts := now.Add(time.Duration(*tick) * time.Second)
 		c0, w0 := cpuTime(), time.Now()
 		var wg sync.WaitGroup
 		for _, g := range groups {
@@ -120,13 +149,13 @@ func BenchmarkRuleRound(b *testing.B) {
 		walls, cpus = append(walls, time.Since(w0)), append(cpus, cpuTime()-c0)
 	}
 	b.StopTimer()
-	firing := 0
+	active := 0
 	for _, g := range groups {
 		for _, r := range g.AlertingRules() {
 			if err := r.LastError(); err != nil {
 				b.Fatalf("rule %s: %v", r.Name(), err)
 			}
-			firing += len(r.ActiveAlerts())
+			active += len(r.ActiveAlerts())
 		}
 	}
 	slices.Sort(walls)
@@ -134,5 +163,5 @@ func BenchmarkRuleRound(b *testing.B) {
 	b.ReportMetric(walls[len(walls)/2].Seconds(), "s/round(median)")
 	b.ReportMetric(walls[len(walls)-1].Seconds(), "s/round(max)")
 	b.ReportMetric(cpus[len(cpus)/2].Seconds(), "cpu-s/round")
-	b.ReportMetric(float64(firing), "active-alerts")
+	b.ReportMetric(float64(active), "active-alerts")
 }

@@ -16,7 +16,7 @@ import (
 // query; the caller bounds how many run at once. Scalars become one sample
 // without labels, as in Prometheus.
 func (a *API) RuleInstant(ctx context.Context, qs string, t time.Time) (promql.Vector, error) {
-	if _, e := a.parse(qs); e != nil {
+	if e := a.checkQuery(qs); e != nil { // the engine parses it next
 		return nil, e
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.opts.Timeout)
