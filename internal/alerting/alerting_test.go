@@ -267,9 +267,9 @@ func TestForStateSurvivesRestart(t *testing.T) {
 
 // TestExpensiveRuleFails: a rule that loads more samples than the query
 // limit fails its evaluation, is counted and is logged once, while a
-// cheap rule beside it goes on.
+// cheap rule beside it goes on; one longer than the length limit fails too.
 func TestExpensiveRuleFails(t *testing.T) {
-	e := newEnv(t, "", query.Options{MaxSamples: 100})
+	e := newEnv(t, "", query.Options{MaxSamples: 100, MaxQueryLength: 200})
 	now := time.Now()
 	var ls [][]string
 	for i := range 500 {
@@ -284,6 +284,8 @@ func TestExpensiveRuleFails(t *testing.T) {
     expr: sum(big)
   - record: small:sum
     expr: sum(small)
+  - record: long:sum
+    expr: sum(small)`+strings.Repeat(" + 0", 50)+`
 `)
 	reg := prometheus.NewRegistry()
 	var logs vtestutil.SyncBuffer
@@ -303,12 +305,15 @@ func TestExpensiveRuleFails(t *testing.T) {
 		if r.Name() == "big:sum" && (r.Health() != rules.HealthBad || !strings.Contains(r.LastError().Error(), "sample")) {
 			t.Errorf("big:sum health %s, err %v", r.Health(), r.LastError())
 		}
+		if r.Name() == "long:sum" && (r.Health() != rules.HealthBad || !strings.Contains(r.LastError().Error(), "more than the 200 allowed")) {
+			t.Errorf("long:sum health %s, err %v", r.Health(), r.LastError())
+		}
 		if r.Name() == "small:sum" && r.Health() != rules.HealthGood {
 			t.Errorf("small:sum health %s, err %v", r.Health(), r.LastError())
 		}
 	}
-	if n := strings.Count(logs.String(), "rule evaluation failed"); n != 1 {
-		t.Errorf("failure logged %d times, want once:\n%s", n, logs.String())
+	if n := strings.Count(logs.String(), "rule evaluation failed"); n != 2 {
+		t.Errorf("failures logged %d times, want once for each of 2 rules:\n%s", n, logs.String())
 	}
 	if strings.Contains(logs.String(), "Evaluating rule failed") {
 		t.Errorf("the engine's per-evaluation log line got through")
