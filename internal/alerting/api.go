@@ -165,11 +165,18 @@ func (m *Manager) serveRules(w http.ResponseWriter, r *http.Request) {
 
 func writeData(w http.ResponseWriter, data any) {
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{"status": "success", "data": data})
+	json.NewEncoder(w).Encode(struct {
+		Status string `json:"status"`
+		Data   any    `json:"data"`
+	}{"success", data})
 }
 
 func writeError(w http.ResponseWriter, err error) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusBadRequest)
-	json.NewEncoder(w).Encode(map[string]any{"status": "error", "errorType": "bad_data", "error": err.Error()})
+	json.NewEncoder(w).Encode(struct {
+		Status    string `json:"status"`
+		ErrorType string `json:"errorType"`
+		Error     string `json:"error"`
+	}{"error", "bad_data", err.Error()})
 }

@@ -51,7 +51,7 @@ func (m *Manager) newNotifier() error {
 		}}
 	}
 	m.notif = notifier.NewManager(&notifier.Options{QueueCapacity: m.opts.QueueCapacity, Registerer: m.opts.Registerer},
-		model.UTF8Validation, m.log.With("component", "notifier"))
+		model.UTF8Validation, m.log.With("part", "notifier"))
 	if err := m.notif.ApplyConfig(cfg); err != nil {
 		return fmt.Errorf("alertmanager: %w", err)
 	}
