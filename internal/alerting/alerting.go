@@ -230,10 +230,12 @@ func (m *Manager) load() error {
 	}
 	m.reloadOK.Set(1)
 	m.reloadTime.SetToCurrentTime()
-	n := 0
+	n, keys := 0, map[string]bool{}
 	for _, g := range m.rules.RuleGroups() {
 		n += len(g.Rules())
+		keys[rules.GroupKey(g.File(), g.Name())] = true
 	}
+	m.dropGroups(keys)
 	m.log.Info("rules loaded", "files", len(files), "rules", n)
 	return nil
 }

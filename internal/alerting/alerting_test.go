@@ -398,3 +398,22 @@ func TestAPIShapes(t *testing.T) {
 		t.Errorf("alerts %v", as)
 	}
 }
+
+// TestRemovedGroupResolves: a reload that removes a group with a firing
+// alert announces the alert resolved.
+func TestRemovedGroupResolves(t *testing.T) {
+	e := newEnv(t, "", query.Options{})
+	dir := t.TempDir()
+	file := writeFile(t, dir, "r.yml", "groups:\n- name: a\n  rules:\n  - alert: X\n    expr: x > 0\n")
+	e.add(t, time.Now(), 1, []string{"x", "node", "cn1"})
+	var ev sink
+	m, _ := e.start(t, Options{Files: []string{file}, Interval: 100 * time.Millisecond, Events: &ev})
+	waitFor(t, 5*time.Second, "the firing event", func() bool { return len(ev.all()) == 1 })
+	writeFile(t, dir, "r.yml", "groups:\n- name: b\n  rules:\n  - record: x:sum\n    expr: sum(x)\n")
+	if err := m.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if got := ev.all(); len(got) != 2 || got[1].Kind != events.KindAlertResolved || got[1].Node != "cn1" {
+		t.Errorf("events after removing the group: %+v", got)
+	}
+}

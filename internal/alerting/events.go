@@ -45,6 +45,26 @@ func (m *Manager) evalIteration(ctx context.Context, g *rules.Group, ts time.Tim
 	}
 }
 
+// dropGroups forgets the firing alerts of groups not in keep (removed by
+// a reload), announcing them resolved: their rules are gone.
+func (m *Manager) dropGroups(keep map[string]bool) {
+	m.alertMu.Lock()
+	var gone []firingAlert
+	for k, as := range m.firing {
+		if !keep[k] {
+			for _, a := range as {
+				gone = append(gone, a)
+			}
+			delete(m.firing, k)
+		}
+	}
+	m.alertMu.Unlock()
+	t := time.Now()
+	for _, a := range gone {
+		m.opts.Events.Emit(alertEvent(events.KindAlertResolved, t, a))
+	}
+}
+
 // alertEvent describes an alert: node from its node label, job from its
 // jobid label, severity from its severity label, summary from its summary
 // annotation (else the alert's name).
