@@ -61,3 +61,31 @@ func TestAlertReachesAlertmanagerInTime(t *testing.T) {
 		t.Errorf("alert arrived %v after its for elapsed, want 0 to %v", lag, interval)
 	}
 }
+
+// TestAlertsGoToEveryAlertmanager: with several --alertmanager URLs (an
+// HA pair), each gets the alert, one of them under a path prefix.
+func TestAlertsGoToEveryAlertmanager(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string]int{}
+	fake := func(name, path string) *httptest.Server {
+		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == path && r.Method == http.MethodPost {
+				mu.Lock()
+				got[name]++
+				mu.Unlock()
+			}
+		}))
+	}
+	a, b := fake("a", "/api/v2/alerts"), fake("b", "/am/api/v2/alerts")
+	defer a.Close()
+	defer b.Close()
+	e := newEnv(t, "", query.Options{})
+	e.add(t, time.Now(), 1, []string{"x", "node", "cn1"})
+	file := writeFile(t, t.TempDir(), "r.yml", "groups:\n- name: g\n  rules:\n  - alert: X\n    expr: x > 0\n")
+	e.start(t, Options{Files: []string{file}, Interval: 100 * time.Millisecond, Alertmanagers: []string{a.URL, b.URL + "/am"}})
+	waitFor(t, 10*time.Second, "the alert at both Alertmanagers", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return got["a"] > 0 && got["b"] > 0
+	})
+}
