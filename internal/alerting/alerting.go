@@ -256,7 +256,7 @@ func (m *Manager) check() ([]string, error) {
 }
 
 // query runs one rule expression: at most MaxConcurrent at once and
-// within one interval, so a round never overruns by more than one slow
+// within the default interval, so a round never overruns by more than one slow
 // rule; a failure is logged once per change of its error.
 func (m *Manager) query(ctx context.Context, qs string, t time.Time) (promql.Vector, error) {
 	select {
