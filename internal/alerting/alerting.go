@@ -255,9 +255,9 @@ func (m *Manager) check() ([]string, error) {
 	return files, errors.Join(errs...)
 }
 
-// query runs one rule expression: at most MaxConcurrent at once and
-// within the default interval, so a round never overruns by more than one slow
-// rule; a failure is logged once per change of its error.
+// query runs one rule expression: at most MaxConcurrent at once, each
+// within the default interval, so one slow rule cannot hold its group for
+// longer; a failure is logged once per change of its error.
 func (m *Manager) query(ctx context.Context, qs string, t time.Time) (promql.Vector, error) {
 	select {
 	case m.sem <- struct{}{}:
