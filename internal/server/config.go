@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vigil-hpc/vigil/internal/alerting"
 	"github.com/vigil-hpc/vigil/internal/duration"
 	"github.com/vigil-hpc/vigil/internal/jobs"
 	"github.com/vigil-hpc/vigil/internal/logging"
@@ -129,6 +130,14 @@ type Config struct {
 	// events) this long; whole days go (0: 90d).
 	EventsRetention Duration `toml:"events_retention"`
 
+	// Rules are Prometheus rule files or globs of them, evaluated every
+	// RuleInterval (0: 15s); alerts go to the Alertmanager URLs
+	// (package alerting, docs/alerting.md). Pointers keep Config
+	// comparable with ==.
+	Rules        *[]string `toml:"rules"`
+	Alertmanager *[]string `toml:"alertmanager"`
+	RuleInterval Duration  `toml:"rule_interval"`
+
 	// Log is set by flags only.
 	Log logging.Options `toml:"-"`
 	// DebugPprof serves Go's profiles under /debug/pprof/ on HTTP (behind
@@ -201,7 +210,7 @@ func (c Config) validate() error {
 		{"query_max_queued", "", int64(c.QueryMaxQueued)}, {"query_max_length", "", int64(c.QueryMaxLength)}, {"query_max_results", "", int64(c.QueryMaxResults)},
 		{"logs_retention", "", int64(c.LogsRetention)}, {"logs_max_bytes", "", c.LogsMaxBytes},
 		{"logs_metrics_interval", "", int64(c.LogsMetricsInterval)}, {"logs_max_pattern_series", "", int64(c.LogsMaxPatternSeries)},
-		{"slurm_interval", "", int64(c.SlurmInterval)}, {"slurm_timeout", "", int64(c.SlurmTimeout)},
+		{"slurm_interval", "", int64(c.SlurmInterval)}, {"rule_interval", "", int64(c.RuleInterval)}, {"slurm_timeout", "", int64(c.SlurmTimeout)},
 		{"events_retention", "", int64(c.EventsRetention)},
 	} {
 		if v.n < 0 {
@@ -217,6 +226,11 @@ func (c Config) validate() error {
 	for i, rw := range c.remoteWrite() {
 		if err := rw.Validate(); err != nil {
 			errs = append(errs, &config.FieldError{Key: fmt.Sprintf("remote_write[%d]", i), Flag: "remote-write", Msg: err.Error()})
+		}
+	}
+	for _, u := range list(c.Alertmanager) {
+		if err := alerting.CheckURL(u); err != nil {
+			errs = append(errs, config.Field("alertmanager", "%v", err))
 		}
 	}
 	if err := c.Log.Validate(); err != nil {
@@ -275,6 +289,41 @@ func (f *remoteWriteFlag) Set(s string) error {
 	return nil
 }
 
+// list returns the list p points to (none if nil).
+func list(p *[]string) []string {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// listFlag is config.List for a *[]string field: repeated or a comma
+// list, the first use replacing the file's list.
+type listFlag struct {
+	p   **[]string
+	set bool
+}
+
+func (f *listFlag) String() string {
+	if f.p == nil || *f.p == nil {
+		return ""
+	}
+	return strings.Join(**f.p, ",")
+}
+
+func (f *listFlag) Set(s string) error {
+	if !f.set {
+		*f.p = &[]string{}
+		f.set = true
+	}
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			**f.p = append(**f.p, v)
+		}
+	}
+	return nil
+}
+
 // RegisterFlags binds the flags to c's fields, their values as defaults.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.HTTP, "http", c.HTTP, "serve the HTTP API (Prometheus API v1, dashboard, /metrics) on this address")
@@ -314,6 +363,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&c.EventsRetention, "events-retention", "keep the event stream (node up/down, jobs, alerts, health checks) this long (default 90d)")
 	fs.BoolVar(&c.DebugPprof, "debug-pprof", c.DebugPprof, "serve Go's heap, CPU and goroutine profiles under /debug/pprof/ on --http")
 	c.Log.RegisterFlags(fs)
+	fs.Var(&listFlag{p: &c.Rules}, "rules", "Prometheus rule file or glob to evaluate (repeatable; reloaded on SIGHUP and POST /-/reload)")
+	fs.Var(&listFlag{p: &c.Alertmanager}, "alertmanager", "send alerts to this Alertmanager URL, API v2 (repeatable, e.g. both of an HA pair)")
+	fs.Var(&c.RuleInterval, "rule-interval", "evaluate rule groups that set no interval this often (default 15s)")
 	fs.Var(&remoteWriteFlag{p: &c.RemoteWrite}, "remote-write", "also send what the tree streams in (--listen) to this Prometheus remote-write URL (repeatable or comma list; replaces the file's remote_write)")
 }
 

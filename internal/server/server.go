@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/vigil-hpc/vigil/internal/alerting"
 	"github.com/vigil-hpc/vigil/internal/events"
 	"github.com/vigil-hpc/vigil/internal/httpsec"
 	"github.com/vigil-hpc/vigil/internal/ingest"
@@ -63,6 +64,7 @@ type Server struct {
 	logs   *logsvc.Service // nil unless syslog intake is configured
 	jobs   *jobs.Manager   // the job index (docs/jobs.md)
 	events *events.Store   // the event stream (docs/events.md)
+	rules  *alerting.Manager
 	// summaries writes each ended job's report figures into the index.
 	summaries *summarizer
 	// stragglers writes vigil_job_straggler for the running jobs.
@@ -160,10 +162,6 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		MaxQueued: cfg.QueryMaxQueued, MaxQueryLength: cfg.QueryMaxLength, MaxResults: cfg.QueryMaxResults,
 		Registerer: s.reg,
 	})
-	rq := report.APIQuerier{API: s.api}
-	if s.rollup != nil {
-		rq.Watermark = s.rollup.Watermark
-	}
 	s.events, err = events.Open(events.Options{Dir: filepath.Join(cfg.Data, "events"), Retention: cfg.EventsRetention.D(),
 		Registerer: s.reg, Logger: log.With("component", "events")})
 	if err != nil {
@@ -171,6 +169,21 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	s.mux.Handle("GET "+events.PathQuery, s.events.QueryHandler())
 	s.mux.Handle("GET "+events.PathStream, s.endOnStop(s.events.StreamHandler()))
+	// Rules (docs/alerting.md): always on, so /api/v1/rules answers.
+	s.rules, err = alerting.New(alerting.Options{Files: list(cfg.Rules), Interval: cfg.RuleInterval.D(), Query: s.api.RuleInstant,
+		Appendable: st, Queryable: st, Alertmanagers: list(cfg.Alertmanager), ExternalURL: externalURL(cfg.HTTP),
+		Registerer: s.reg, Logger: log.With("component", "rules"),
+		Events: s.events,
+	})
+	if err != nil {
+		return nil, errors.Join(err, s.Close())
+	}
+	s.rules.Register(s.mux)
+	s.mux.HandleFunc("POST /-/reload", s.reload)
+	rq := report.APIQuerier{API: s.api}
+	if s.rollup != nil {
+		rq.Watermark = s.rollup.Watermark
+	}
 	jo := cfg.jobsOptions(s.reg, log)
 	jo.EventSink = s.events
 	summaries := newSummarizer(rq, log.With("component", "jobs"))
@@ -291,6 +304,7 @@ func (s *Server) metadata() map[string]query.Metadata {
 // accepting, let requests and connections finish, close the store.
 func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 	s.logHTTPSecurity(ln.Addr().String())
+	hup := notifyHUP() // before serving: a SIGHUP must not kill a server that answers
 	g, gctx := errgroup.WithContext(ctx)
 	defer context.AfterFunc(gctx, s.stopStreams)()
 	g.Go(func() error {
@@ -308,6 +322,8 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 		g.Go(func() error { return s.rollup.Run(gctx) })
 	}
 	g.Go(func() error { s.jobs.Run(gctx); return nil })
+	g.Go(func() error { return s.rules.Run(gctx) })
+	g.Go(func() error { s.reloadOnHUP(gctx, hup); return nil })
 	g.Go(func() error { s.summaries.run(gctx); return nil })
 	g.Go(func() error { s.stragglers.run(gctx); return nil })
 	if len(s.cfg.remoteWrite()) > 0 {
