@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/vigil-hpc/vigil/internal/drain"
 	"github.com/vigil-hpc/vigil/internal/httpsec"
 	"github.com/vigil-hpc/vigil/internal/ingest"
 	"github.com/vigil-hpc/vigil/internal/jobs"
@@ -60,6 +61,7 @@ type Server struct {
 	web    *web.Handler
 	logs   *logsvc.Service // nil unless syslog intake is configured
 	jobs   *jobs.Manager   // the job index (docs/jobs.md)
+	health *drain.Manager  // the nodes' health checks, drain and resume (docs/drain.md)
 	// summaries writes each ended job's report figures into the index.
 	summaries *summarizer
 	mux       *http.ServeMux
@@ -169,6 +171,10 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	s.summaries = summaries
 	s.jobs.Register(s.mux)
 	s.mux.Handle("GET /api/v1/jobs/{id}/report", report.Handler(s.getJob, rq))
+	if s.health, err = drain.New(cfg.drainOptions(s.reg, log)); err != nil { // TODO(merge): Events: s.events
+		return nil, errors.Join(err, s.Close())
+	}
+	s.health.Register(s.mux)
 	s.rw = NewRemoteWrite(st, log.With("component", "remote_write"))
 	s.rw.register(s.reg)
 	s.rw.forward = s.rwOut
@@ -287,6 +293,7 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 	}
 	g.Go(func() error { s.jobs.Run(gctx); return nil })
 	g.Go(func() error { s.summaries.run(gctx); return nil })
+	g.Go(func() error { s.health.Run(gctx); return nil })
 	if len(s.cfg.remoteWrite()) > 0 {
 		// Remote write out sends what the tree and remote write in stored.
 		g.Go(func() error { return s.rwOut.Run(gctx) })
@@ -297,7 +304,7 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 			ist = s.rwOut.Tap(s.store)
 		}
 		h := ingest.NewWithOptions(ist, ingest.Options{Interval: s.cfg.Interval.D(), MaxClockOffset: s.cfg.MaxFuture.D(),
-			Offsets: s.store, Registerer: s.reg, Logger: s.log, Expected: s.expected, Tap: s.jobs})
+			Offsets: s.store, Registerer: s.reg, Logger: s.log, Expected: s.expected, Tap: ingest.Taps{s.jobs, s.health}})
 		s.registerIngest(h)
 		g.Go(func() error { h.Run(gctx); return nil })
 		g.Go(func() error {
