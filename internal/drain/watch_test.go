@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/internal/events"
+	"github.com/vigil-hpc/vigil/internal/jobs"
 	"github.com/vigil-hpc/vigil/internal/metric"
 )
 
@@ -306,4 +307,38 @@ func checkNames(n int) []string {
 		out = append(out, "c"+strconv.Itoa(i))
 	}
 	return out
+}
+
+// BenchmarkTickWarm is BenchmarkTick on one node, its tick in the cache
+// as it is in ingest (just decoded and stored): the tap's own work.
+func BenchmarkTickWarm(b *testing.B) {
+	m, _ := newManager(b, Options{})
+	n := newFakeNode("cn1", 100, checkNames(20)...)
+	n.tick(m, n.set("c7", "bad", true))
+	b.ReportAllocs()
+	for b.Loop() {
+		m.Tick(n.name, n.t, n.descs, n.values)
+	}
+}
+
+// BenchmarkJobsTapNoJobs is the job index's tap (internal/jobs) on the
+// streams of BenchmarkTickNoHealth: the peer to compare with.
+func BenchmarkJobsTapNoJobs(b *testing.B) {
+	jm, err := jobs.New(jobs.Options{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer jm.Close()
+	nodes := make([]*fakeNode, 20000)
+	for i := range nodes {
+		nodes[i] = newFakeNode("cn"+strconv.Itoa(i), 120)
+		nodes[i].tick(&Manager{nodes: map[string]*node{}, maxNodes: 1}, false) // fills descs and values
+		jm.Tick(nodes[i].name, nodes[i].t, nodes[i].descs, nodes[i].values)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		n := nodes[i%len(nodes)]
+		jm.Tick(n.name, n.t, n.descs, n.values)
+	}
 }
