@@ -3,6 +3,7 @@ package drain
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -23,7 +24,8 @@ const maxOutput = 1 << 20
 func (s *Slurm) Node(ctx context.Context, name string) (NodeInfo, error) {
 	out, err := s.run(ctx, "-o", "show", "node", name)
 	if err != nil {
-		if strings.Contains(err.Error(), "not found") {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) && strings.Contains(err.Error(), "not found") { // "Node x not found", not a missing scontrol
 			return NodeInfo{}, fmt.Errorf("%s: %w", name, ErrNoNode)
 		}
 		return NodeInfo{}, err
@@ -43,19 +45,21 @@ func (s *Slurm) Resume(ctx context.Context, name string) error {
 	return err
 }
 
-// capped keeps at most maxOutput bytes and remembers it had more.
+// capped keeps at most maxOutput bytes and remembers it had more. The
+// buffer is a field, not embedded: an embedded bytes.Buffer's ReadFrom
+// would let io.Copy (exec's pipe copier) write past the cap.
 type capped struct {
-	bytes.Buffer
+	buf  bytes.Buffer
 	over bool
 }
 
 func (b *capped) Write(p []byte) (int, error) {
-	if room := maxOutput - b.Len(); len(p) > room {
+	if room := maxOutput - b.buf.Len(); len(p) > room {
 		b.over = true
-		b.Buffer.Write(p[:max(room, 0)])
+		b.buf.Write(p[:max(room, 0)])
 		return len(p), nil
 	}
-	return b.Buffer.Write(p)
+	return b.buf.Write(p)
 }
 
 func (s *Slurm) run(ctx context.Context, args ...string) ([]byte, error) {
@@ -78,7 +82,7 @@ func (s *Slurm) run(ctx context.Context, args ...string) ([]byte, error) {
 		return nil, fmt.Errorf("scontrol %s: no answer within %v", args[0], timeout)
 	}
 	if err != nil {
-		msg := strings.TrimSpace(errOut.String() + " " + out.String())
+		msg := strings.TrimSpace(errOut.buf.String() + " " + out.buf.String())
 		if len(msg) > 200 {
 			msg = msg[:200]
 		}
@@ -87,7 +91,7 @@ func (s *Slurm) run(ctx context.Context, args ...string) ([]byte, error) {
 	if out.over {
 		return nil, fmt.Errorf("scontrol %s: answer longer than %d bytes", args[0], maxOutput)
 	}
-	return out.Bytes(), nil
+	return out.buf.Bytes(), nil
 }
 
 // parseNode reads `scontrol -o show node NAME`: one line of Key=value
