@@ -144,6 +144,9 @@ func (d *drainer) step(ctx context.Context, node string) bool {
 	failing := d.m.Failing(node)
 	d.mu.Lock()
 	_, ours := d.drained[node]
+	if len(failing) == 0 {
+		delete(d.held, node) // said again should it fail again
+	}
 	d.mu.Unlock()
 	heard := d.m.heard(node)
 	if len(failing) == 0 && (!ours || !heard) {
