@@ -137,12 +137,16 @@ func TestE2ESlurmDrain(t *testing.T) {
 	}
 
 	// cn1: fails → drained by Vigil, passes → resumed.
+	failedAt := time.Now()
 	setReason(cn1, "touch /scratch/.vigil: read-only file system")
 	waitState(cn1, "drained by vigil", 15*time.Second, func(st, r string) bool {
 		return strings.Contains(st, "DRAIN") && strings.HasPrefix(r, "vigil: scratch_rw: touch /scratch/.vigil: read-only file system")
 	})
+	t.Logf("%s drained within %v of its first failing tick", cn1, time.Since(failedAt).Round(time.Millisecond))
+	passedAt := time.Now()
 	setReason(cn1, "")
 	waitState(cn1, "resumed, idle", 20*time.Second, func(st, r string) bool { return st == "IDLE" && r == "" })
+	t.Logf("%s resumed and idle within %v of its first passing tick", cn1, time.Since(passedAt).Round(time.Millisecond))
 
 	// cn2: an admin's drain wins.
 	c.Run(t, "scontrol", "update", "NodeName="+cn2, "State=DRAIN", "Reason=admin: bad dimm")
