@@ -75,9 +75,18 @@ func (f *fakeNode) set(check, reason string, failing bool) bool {
 	return true
 }
 
-// tick feeds one tick to tp (Schema first when the series changed).
+// tick feeds one tick to m (Schema first when the series changed).
 func (f *fakeNode) tick(m *Manager, schema bool) {
 	f.t = f.t.Add(time.Second)
+	f.fill()
+	if schema {
+		m.Schema(f.name, f.descs)
+	}
+	m.Tick(f.name, f.t, f.descs, f.values)
+}
+
+// fill makes the tick's series and values.
+func (f *fakeNode) fill() {
 	f.descs, f.values = f.descs[:0], f.values[:0]
 	for _, d := range f.other {
 		f.descs = append(f.descs, d)
@@ -97,10 +106,6 @@ func (f *fakeNode) tick(m *Manager, schema bool) {
 			f.values = append(f.values, 1)
 		}
 	}
-	if schema {
-		m.Schema(f.name, f.descs)
-	}
-	m.Tick(f.name, f.t, f.descs, f.values)
 }
 
 func newManager(t testing.TB, o Options) (*Manager, *recorder) {
@@ -332,7 +337,7 @@ func BenchmarkJobsTapNoJobs(b *testing.B) {
 	nodes := make([]*fakeNode, 20000)
 	for i := range nodes {
 		nodes[i] = newFakeNode("cn"+strconv.Itoa(i), 120)
-		nodes[i].tick(&Manager{nodes: map[string]*node{}, maxNodes: 1}, false) // fills descs and values
+		nodes[i].fill()
 		jm.Tick(nodes[i].name, nodes[i].t, nodes[i].descs, nodes[i].values)
 	}
 	b.ReportAllocs()
