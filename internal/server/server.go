@@ -171,7 +171,9 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	s.summaries = summaries
 	s.jobs.Register(s.mux)
 	s.mux.Handle("GET /api/v1/jobs/{id}/report", report.Handler(s.getJob, rq))
-	if s.health, err = drain.New(cfg.drainOptions(s.reg, log)); err != nil { // TODO(merge): Events: s.events
+	ho := cfg.drainOptions(s.reg, log)
+	// TODO(merge): ho.Events = s.events
+	if s.health, err = drain.New(ho); err != nil {
 		return nil, errors.Join(err, s.Close())
 	}
 	s.health.Register(s.mux)
