@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -184,7 +185,7 @@ func (d *drainer) step(ctx context.Context, node string) bool {
 		d.m.dirty.Store(true)
 		d.m.log.Warn("drained a node whose health check fails", "node", node, "reason", reason)
 		d.m.events.Emit(events.Event{Time: time.Now(), Kind: events.KindDrain, Node: node, Severity: events.SeverityWarning,
-			Summary: node + ": drained in Slurm: " + reason, Labels: map[string]string{"reason": reason}, Link: "#/node/" + node})
+			Summary: node + ": drained in Slurm: " + reason, Labels: map[string]string{"reason": reason}, Link: "#/node/" + url.PathEscape(node)})
 		return true
 	}
 	// Every check passes, and Vigil drained the node: resume it if it is
@@ -196,7 +197,7 @@ func (d *drainer) step(ctx context.Context, node string) bool {
 		d.m.m.actions.WithLabelValues(opResume).Inc()
 		d.m.log.Info("resumed a node whose health checks pass again", "node", node)
 		d.m.events.Emit(events.Event{Time: time.Now(), Kind: events.KindResume, Node: node, Severity: events.SeverityInfo,
-			Summary: node + ": resumed in Slurm: every health check passes", Link: "#/node/" + node})
+			Summary: node + ": resumed in Slurm: every health check passes", Link: "#/node/" + url.PathEscape(node)})
 	} else {
 		d.m.log.Info("a node vigil drained was resumed or re-drained by someone else; left as it is",
 			"node", node, "state", info.State, "reason", info.Reason)

@@ -7,6 +7,7 @@
 package drain
 
 import (
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -286,7 +287,7 @@ func (m *Manager) changed(nodeName string, changes []change) {
 		m.dirty.Store(true)
 	}
 	for _, c := range changes {
-		e := events.Event{Time: c.t, Node: nodeName, Labels: map[string]string{"check": c.check}, Link: "#/node/" + nodeName}
+		e := events.Event{Time: c.t, Node: nodeName, Labels: map[string]string{"check": c.check}, Link: "#/node/" + url.PathEscape(nodeName)}
 		if c.failing {
 			e.Kind, e.Severity = events.KindHealthFail, events.SeverityCritical
 			e.Summary = nodeName + ": check " + c.check + " failed"
