@@ -159,7 +159,16 @@ func (m *Manager) load(path string) (map[string]Record, error) {
 	}
 	var s state
 	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("health state %s: %w (remove it to start afresh)", path, err)
+		// Written by rename, so only a foreign hand breaks it. Starting
+		// without it errs on the safe side: nodes Vigil drained stay
+		// drained (no record, no resume) until an admin resumes them.
+		bad := path + ".bad"
+		if rerr := os.Rename(path, bad); rerr != nil {
+			return nil, fmt.Errorf("health state %s: %w, and cannot move it aside: %w", path, err, rerr)
+		}
+		m.log.Warn("health state unreadable, moved aside; starting without it: nodes vigil drained stay drained",
+			"file", path, "moved_to", bad, "err", err)
+		return nil, nil
 	}
 	now := time.Now()
 	for name, checks := range s.Failing {
