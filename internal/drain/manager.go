@@ -175,7 +175,7 @@ func (m *Manager) load(path string) (map[string]Record, error) {
 		if len(m.nodes) >= m.maxNodes {
 			break
 		}
-		n := &node{}
+		n := &node{from: now}
 		for _, c := range checks {
 			if c.Check == "" || len(n.checks) >= maxChecksPerNode {
 				continue

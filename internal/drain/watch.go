@@ -33,6 +33,9 @@ const (
 	// is dropped (as passing) after this long: it was taken out of the
 	// node's configuration.
 	checkGone = 5 * time.Minute
+	// A node that ticks without any health series this long (its health
+	// plugin was removed) has its failing checks dropped, as passing.
+	healthGone = time.Hour
 )
 
 // Check is one failing check of a node.
@@ -57,6 +60,8 @@ type node struct {
 	streams []stream
 	checks  []checkState
 	health  time.Time // sample time of the last tick with health series
+	last    time.Time // sample time of the last tick
+	from    time.Time // sample time of the first tick, or when restored
 }
 
 // stream caches where one stream's health series are, found once per
@@ -111,6 +116,10 @@ func (m *Manager) Tick(nodeName string, t time.Time, descs []*metric.Desc, value
 		return nil
 	}
 	n.mu.Lock()
+	if n.from.IsZero() {
+		n.from = t
+	}
+	n.last = t
 	st := n.find(descs)
 	if st == nil {
 		st = n.scan(descs)
@@ -359,8 +368,9 @@ func (m *Manager) AllFailing() map[string][]Check {
 	return out
 }
 
-// sweep drops the checks nodes stopped reporting while they kept
-// reporting health (taken out of their configuration), as passing.
+// sweep drops, as passing, the checks nodes stopped reporting while they
+// kept reporting others (taken out of their configuration), and the
+// checks of nodes that tick without health series for healthGone.
 func (m *Manager) sweep() {
 	type gone struct {
 		node    string
@@ -373,11 +383,16 @@ func (m *Manager) sweep() {
 		var changes []change
 		keep := n.checks[:0]
 		removed := false
+		quiet := n.health
+		if quiet.IsZero() {
+			quiet = n.from
+		}
+		noHealth := !n.last.IsZero() && !quiet.IsZero() && n.last.Sub(quiet) > healthGone
 		for _, c := range n.checks {
-			if !c.seen.IsZero() && n.health.Sub(c.seen) > checkGone {
+			if noHealth || !c.seen.IsZero() && n.health.Sub(c.seen) > checkGone {
 				removed = true
 				if c.failing {
-					changes = append(changes, change{check: c.name, failing: false, t: n.health})
+					changes = append(changes, change{check: c.name, failing: false, t: n.last})
 				}
 				continue
 			}

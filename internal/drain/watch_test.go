@@ -238,6 +238,28 @@ func TestTapSweep(t *testing.T) {
 	if ev := rec.take(); len(ev) != 1 || ev[0].Kind != events.KindHealthPass || ev[0].Node != "cn4" {
 		t.Fatalf("events: %+v, want cn4's pass", ev)
 	}
+
+	// A node that goes on ticking without any health series (its health
+	// plugin removed) has its failing checks dropped after healthGone.
+	silent.checks = nil
+	silent.fails = map[string]*metric.Desc{}
+	silent.other = []*metric.Desc{metric.NewDesc("node_load1", "", metric.Gauge)}
+	silent.tick(m, true)
+	silent.t = silent.t.Add(healthGone - 2*time.Second)
+	silent.tick(m, false)
+	m.sweep()
+	if f := m.Failing("cn5"); len(f) != 1 {
+		t.Fatalf("dropped before healthGone: %+v", f)
+	}
+	silent.t = silent.t.Add(2 * time.Second)
+	silent.tick(m, false)
+	m.sweep()
+	if f := m.Failing("cn5"); f != nil {
+		t.Fatalf("a node without health series for %v still fails: %+v", healthGone, f)
+	}
+	if ev := rec.take(); len(ev) != 1 || ev[0].Kind != events.KindHealthPass || ev[0].Node != "cn5" {
+		t.Fatalf("events: %+v, want cn5's pass", ev)
+	}
 }
 
 // TestHealthAPI: GET /api/v1/health lists the failing nodes only.
