@@ -89,7 +89,7 @@ func New(o Options) (*Manager, error) {
 	m.m.untracked = prometheus.NewCounter(prometheus.CounterOpts{Name: "vigil_health_untracked_ticks_total",
 		Help: "Ticks of nodes beyond the bound on nodes followed, ignored."})
 	m.m.failingG = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "vigil_health_failing_nodes",
-		Help: "Nodes with a failing health check."}, func() float64 { return float64(len(m.AllFailing())) })
+		Help: "Nodes with a failing health check."}, func() float64 { return float64(m.failingNodes()) })
 	m.m.actions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vigil_drain_actions_total",
 		Help: "Nodes Vigil drained or resumed in the scheduler."}, []string{"op"})
 	m.m.errors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vigil_drain_errors_total",

@@ -368,6 +368,24 @@ func (m *Manager) AllFailing() map[string][]Check {
 	return out
 }
 
+// failingNodes counts the nodes with a failing check.
+func (m *Manager) failingNodes() int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	k := 0
+	for _, n := range m.nodes {
+		n.mu.Lock()
+		for _, c := range n.checks {
+			if c.failing {
+				k++
+				break
+			}
+		}
+		n.mu.Unlock()
+	}
+	return k
+}
+
 // sweep drops, as passing, the checks nodes stopped reporting while they
 // kept reporting others (taken out of their configuration), and the
 // checks of nodes that tick without health series for healthGone.

@@ -146,6 +146,9 @@ func TestTapTransitions(t *testing.T) {
 		e.Labels["check"] != "scratch_rw" || !e.Time.Equal(failedAt) {
 		t.Fatalf("fail event %+v, want kind %s, critical, summary %q at %v", e, events.KindHealthFail, want, failedAt)
 	}
+	if k := m.failingNodes(); k != 1 {
+		t.Fatalf("failingNodes = %d, want 1", k)
+	}
 	f := m.Failing("cn12")
 	if len(f) != 1 || f[0].Check != "scratch_rw" || f[0].Reason != "touch /scratch: read-only file system" || !f[0].Since.Equal(failedAt) {
 		t.Fatalf("Failing(cn12) = %+v", f)
@@ -166,6 +169,9 @@ func TestTapTransitions(t *testing.T) {
 	}
 	if f := m.Failing("cn12"); f != nil {
 		t.Fatalf("Failing(cn12) after the pass = %+v", f)
+	}
+	if k := m.failingNodes(); k != 0 {
+		t.Fatalf("failingNodes = %d", k)
 	}
 	if all := m.AllFailing(); len(all) != 0 {
 		t.Fatalf("AllFailing = %+v", all)
