@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vigil-hpc/vigil/internal/alerting"
+	"github.com/vigil-hpc/vigil/internal/drain"
 	"github.com/vigil-hpc/vigil/internal/duration"
 	"github.com/vigil-hpc/vigil/internal/jobs"
 	"github.com/vigil-hpc/vigil/internal/logging"
@@ -137,6 +138,10 @@ type Config struct {
 	Rules        *[]string `toml:"rules"`
 	Alertmanager *[]string `toml:"alertmanager"`
 	RuleInterval Duration  `toml:"rule_interval"`
+	// DrainOnHealth drains a node whose health checks fail in Slurm and
+	// resumes it once they pass, if Vigil drained it (package drain,
+	// docs/drain.md); scontrol is looked for beside SlurmSqueue.
+	DrainOnHealth bool `toml:"drain_on_health"`
 
 	// Log is set by flags only.
 	Log logging.Options `toml:"-"`
@@ -359,6 +364,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.SlurmSqueue, "slurm-squeue", c.SlurmSqueue, "path of squeue for --slurm; scontrol is looked for beside it (default: from PATH)")
 	fs.Var(&c.SlurmInterval, "slurm-interval", "how often --slurm asks squeue (default 30s; a job the nodes start asks sooner)")
 	fs.BoolVar(&c.JobEvents, "job-events", c.JobEvents, "take job starts and ends from vigil job-event (POST /api/v1/jobs/{id}/event, as --http is protected)")
+	fs.BoolVar(&c.DrainOnHealth, "drain-on-health", c.DrainOnHealth, "drain a node whose health checks fail in Slurm (scontrol update State=DRAIN Reason=\"vigil: ...\"), resume it when they all pass if Vigil drained it")
 	fs.Var(&c.SlurmTimeout, "slurm-timeout", "give up on one Slurm command after this long (default 10s)")
 	fs.Var(&c.EventsRetention, "events-retention", "keep the event stream (node up/down, jobs, alerts, health checks) this long (default 90d)")
 	fs.BoolVar(&c.DebugPprof, "debug-pprof", c.DebugPprof, "serve Go's heap, CPU and goroutine profiles under /debug/pprof/ on --http")
@@ -374,6 +380,20 @@ func (c Config) jobsOptions(reg prometheus.Registerer, log *slog.Logger) jobs.Op
 	o := jobs.Options{Dir: jobs.DefaultDir(c.Data), Interval: c.Interval.D(), Events: c.JobEvents, Registerer: reg, Logger: log.With("component", "jobs")}
 	if c.Slurm {
 		o.Slurm = &jobs.SlurmOptions{Squeue: c.SlurmSqueue, Every: c.SlurmInterval.D(), Timeout: c.SlurmTimeout.D()}
+	}
+	return o
+}
+
+// drainOptions are the health tap's settings: with DrainOnHealth, it
+// drains and resumes through scontrol (beside SlurmSqueue, if set).
+func (c Config) drainOptions(reg prometheus.Registerer, log *slog.Logger) drain.Options {
+	o := drain.Options{Dir: c.Data, Registerer: reg, Logger: log.With("component", "health")}
+	if c.DrainOnHealth {
+		sc := "scontrol"
+		if i := strings.LastIndexByte(c.SlurmSqueue, '/'); i >= 0 {
+			sc = c.SlurmSqueue[:i+1] + "scontrol"
+		}
+		o.Scheduler = &drain.Slurm{Scontrol: sc, Timeout: c.SlurmTimeout.D()}
 	}
 	return o
 }

@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/vigil-hpc/vigil/internal/alerting"
+	"github.com/vigil-hpc/vigil/internal/drain"
 	"github.com/vigil-hpc/vigil/internal/events"
 	"github.com/vigil-hpc/vigil/internal/httpsec"
 	"github.com/vigil-hpc/vigil/internal/ingest"
@@ -65,6 +66,7 @@ type Server struct {
 	jobs   *jobs.Manager   // the job index (docs/jobs.md)
 	events *events.Store   // the event stream (docs/events.md)
 	rules  *alerting.Manager
+	health *drain.Manager // the nodes' health checks, drain and resume (docs/drain.md)
 	// summaries writes each ended job's report figures into the index.
 	summaries *summarizer
 	// stragglers writes vigil_job_straggler for the running jobs.
@@ -196,6 +198,12 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	s.stragglers = newStragglerWatch(rq, s.jobs, s.store.Appender, s.reg, log.With("component", "stragglers"))
 	s.jobs.Register(s.mux)
 	s.mux.Handle("GET /api/v1/jobs/{id}/report", report.Handler(s.getJob, rq))
+	ho := cfg.drainOptions(s.reg, log)
+	ho.Events = s.events
+	if s.health, err = drain.New(ho); err != nil {
+		return nil, errors.Join(err, s.Close())
+	}
+	s.health.Register(s.mux)
 	s.rw = NewRemoteWrite(st, log.With("component", "remote_write"))
 	s.rw.register(s.reg)
 	s.rw.forward = s.rwOut
@@ -326,6 +334,7 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 	g.Go(func() error { s.reloadOnHUP(gctx, hup); return nil })
 	g.Go(func() error { s.summaries.run(gctx); return nil })
 	g.Go(func() error { s.stragglers.run(gctx); return nil })
+	g.Go(func() error { s.health.Run(gctx); return nil })
 	if len(s.cfg.remoteWrite()) > 0 {
 		// Remote write out sends what the tree and remote write in stored.
 		g.Go(func() error { return s.rwOut.Run(gctx) })
@@ -336,7 +345,7 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 			ist = s.rwOut.Tap(s.store)
 		}
 		h := ingest.NewWithOptions(ist, ingest.Options{Interval: s.cfg.Interval.D(), MaxClockOffset: s.cfg.MaxFuture.D(),
-			Offsets: s.store, Registerer: s.reg, Logger: s.log, Expected: s.expected, Tap: s.jobs, Events: s.events})
+			Offsets: s.store, Registerer: s.reg, Logger: s.log, Expected: s.expected, Tap: ingest.Taps{s.jobs, s.health}, Events: s.events})
 		s.registerIngest(h)
 		g.Go(func() error { h.Run(gctx); return nil })
 		g.Go(func() error {
