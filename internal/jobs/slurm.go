@@ -114,20 +114,26 @@ func (p *slurmPoller) ok() {
 	}
 }
 
-// limitedBuffer keeps at most max bytes and remembers it had more.
+// limitedBuffer keeps at most maxOutput bytes and remembers it had more.
+// The buffer is a named field, not embedded: an embedded bytes.Buffer
+// would lend its ReadFrom, which io.Copy (and so exec) prefers to Write,
+// bypassing the bound.
 type limitedBuffer struct {
-	bytes.Buffer
+	buf  bytes.Buffer
 	over bool
 }
 
 func (b *limitedBuffer) Write(p []byte) (int, error) {
-	if room := maxOutput - b.Len(); len(p) > room {
+	if room := maxOutput - b.buf.Len(); len(p) > room {
 		b.over = true
-		b.Buffer.Write(p[:max(room, 0)])
+		b.buf.Write(p[:max(room, 0)])
 		return len(p), nil
 	}
-	return b.Buffer.Write(p)
+	return b.buf.Write(p)
 }
+
+func (b *limitedBuffer) String() string { return b.buf.String() }
+func (b *limitedBuffer) Bytes() []byte  { return b.buf.Bytes() }
 
 func (p *slurmPoller) command(ctx context.Context, name string, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.o.Timeout)
