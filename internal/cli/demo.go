@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/vigil-hpc/vigil/internal/logging"
 	"github.com/vigil-hpc/vigil/internal/simulate"
+	defaultrules "github.com/vigil-hpc/vigil/packaging/rules"
 )
 
 func init() {
@@ -81,9 +83,15 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	iv := interval.String()
+	// The default rule file, as the packages install it, so the Status
+	// view and /api/v1/alerts have rules to show.
+	rulesPath := filepath.Join(dir, defaultrules.FileName)
+	if err := os.WriteFile(rulesPath, defaultrules.Default, 0o644); err != nil {
+		return err
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	srvArgs := []string{"--http", httpBound, "--listen", wireAddr, "--data", dir,
-		"--syslog-tcp", syslogAddr, "--syslog-udp", syslogAddr,
+		"--syslog-tcp", syslogAddr, "--syslog-udp", syslogAddr, "--rules", rulesPath,
 		"--interval", iv, "--log-level", logOpts.Level, "--log-format", logOpts.Format}
 	if *debugPprof {
 		srvArgs = append(srvArgs, "--debug-pprof")
@@ -132,6 +140,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintf(stdout, "  dashboard   http://%s/\n", httpBound)
 	fmt.Fprintf(stdout, "  query API   http://%s/api/v1/query?query=up\n", httpBound)
 	fmt.Fprintf(stdout, "  aggregator  %s (metrics at http://%s/metrics)\n", aggAddr, aggHTTP)
+	fmt.Fprintf(stdout, "  rules       %s (alerts at http://%s/#/status)\n", rulesPath, httpBound)
 	fmt.Fprintf(stdout, "  syslog      %s (TCP and UDP; try: logger --server 127.0.0.1 --port %s --tcp hello)\n", syslogAddr, portOf(syslogAddr))
 	fmt.Fprintf(stdout, "  try:        bin/vigil logs patterns --server http://%s\n", httpBound)
 	fmt.Fprintf(stdout, "  try:        bin/vigil query 'count(up == 1)' --server http://%s\n", httpBound)

@@ -1,7 +1,3 @@
-// Package rules holds Vigil's default rule file, vigil.rules.yml, which the
-// vigil package installs under /etc/vigil/rules (docs/rules-default.md).
-// Its tests check the file as promtool does and evaluate its rules with
-// Prometheus' rules engine over synthetic series in Vigil's store.
 package rules
 
 import (
