@@ -136,3 +136,23 @@ func BenchmarkJobs(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkHealthSeries is the health series' share of a node's tick
+// (four checks, 16 values; a new check run every 30 ticks), on a flaky
+// node.
+func BenchmarkHealthSeries(b *testing.B) {
+	t := time.Unix(1_763_800_000, 0)
+	f, err := NewFaults(FaultOptions{Nodes: 20, Interval: time.Second, Seed: 1, Start: t, Health: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := NewNode("cn", NewSchema(1), 1)
+	n.SetFaults(f, flakyNode(b, f, 0))
+	var batch metric.Batch
+	b.ReportAllocs()
+	for b.Loop() {
+		t = t.Add(time.Second)
+		batch.Reset(t)
+		n.healthSeries(t, &batch)
+	}
+}
