@@ -36,6 +36,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	replay := fs.String("replay", "", "simulated nodes replay this recording (`vigil record`) instead of the synthetic model")
 	jobs := fs.Bool("jobs", true, "simulated nodes run jobs of a simulated scheduler (--jobs=false: none)")
 	jobSeed := fs.Uint64("job-seed", 1, "seed of the simulated jobs")
+	health := fs.Bool("health", true, "simulated nodes run health checks, a few failing now and then (--health=false: none)")
+	outages := fs.Bool("outages", true, "a few simulated nodes go silent for about 90 s now and then (--outages=false: none)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -126,7 +128,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if *replay != "" {
 			simArgs = append(simArgs, "--replay", *replay)
 		}
-		simArgs = append(simArgs, "--jobs="+strconv.FormatBool(*jobs), "--job-seed", strconv.FormatUint(*jobSeed, 10))
+		simArgs = append(simArgs, "--jobs="+strconv.FormatBool(*jobs), "--job-seed", strconv.FormatUint(*jobSeed, 10),
+			"--health="+strconv.FormatBool(*health), "--outages="+strconv.FormatBool(*outages))
 		if jobEvents {
 			simArgs = append(simArgs, "--job-events", "http://"+httpBound)
 		}

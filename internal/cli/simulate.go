@@ -32,6 +32,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	replay := fs.String("replay", "", "replay this recording (from `vigil record`) on every node instead of the synthetic model")
 	fs.BoolVar(&o.Jobs, "jobs", true, "simulate a scheduler: jobs on the nodes, with their load and the jobs plugin's series (--jobs=false: none)")
 	fs.Uint64Var(&o.JobSeed, "job-seed", 1, "seed of the simulated jobs")
+	fs.BoolVar(&o.Health, "health", true, "nodes report the health plugin's series for four checks, about 1 node in 200 failing one for a few minutes now and then (--health=false: none)")
+	fs.BoolVar(&o.Outages, "outages", true, "about 1 node in 500 goes silent for about 90 s every 10 minutes (--outages=false: none)")
 	fs.StringVar(&o.JobEvents, "job-events", "", "post the simulated jobs' starts and ends to this server (base URL, e.g. http://127.0.0.1:9090; the server needs --job-events)")
 	var logOpts logging.Options
 	logOpts.RegisterFlags(fs)

@@ -33,12 +33,18 @@ func BenchmarkSample(b *testing.B) {
 
 // BenchmarkSampleCluster is the cost per node and tick on a 512-node
 // cluster sampled in turn, without and with the scheduler (its steps
-// included, about three quarters of the nodes running a job).
+// included, about three quarters of the nodes running a job), and with the
+// health checks too (vigil simulate's default).
 func BenchmarkSampleCluster(b *testing.B) {
-	for _, jobs := range []bool{false, true} {
-		b.Run(fmt.Sprintf("jobs=%v", jobs), func(b *testing.B) {
+	for _, tc := range []struct{ jobs, health bool }{{false, false}, {true, false}, {true, true}} {
+		b.Run(fmt.Sprintf("jobs=%v,health=%v", tc.jobs, tc.health), func(b *testing.B) {
 			const nodes = 512
+			t := time.Unix(1_763_800_000, 0)
 			s, err := NewScheduler(SchedulerOptions{Nodes: nodes, CPUs: 16, Interval: time.Second, Seed: 1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			f, err := NewFaults(FaultOptions{Nodes: nodes, Interval: time.Second, Seed: 1, Start: t, Health: true})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -46,12 +52,14 @@ func BenchmarkSampleCluster(b *testing.B) {
 			ns := make([]*Node, nodes)
 			for i := range ns {
 				ns[i] = NewNode(NodeName(i+1), sch, uint64(i+1))
-				if jobs {
+				if tc.jobs {
 					ns[i].SetScheduler(s, i)
+				}
+				if tc.health {
+					ns[i].SetFaults(f, i)
 				}
 			}
 			var batch metric.Batch
-			t := time.Unix(1_763_800_000, 0)
 			i, values := 0, 0
 			b.ReportAllocs()
 			for b.Loop() {
@@ -65,6 +73,28 @@ func BenchmarkSampleCluster(b *testing.B) {
 			}
 			b.ReportMetric(float64(values)/float64(b.N), "values/op")
 		})
+	}
+}
+
+// BenchmarkSilent is the outage schedule's question, asked for every node
+// at every tick.
+func BenchmarkSilent(b *testing.B) {
+	const nodes = 20000
+	t := time.Unix(1_763_800_000, 0)
+	f, err := NewFaults(FaultOptions{Nodes: nodes, Interval: time.Second, Seed: 1, Start: t, Outages: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	i, silent := 0, 0
+	b.ReportAllocs()
+	for b.Loop() {
+		if i == 0 {
+			t = t.Add(time.Second)
+		}
+		if f.Silent(i, t) {
+			silent++
+		}
+		i = (i + 1) % nodes
 	}
 }
 
@@ -104,5 +134,25 @@ func BenchmarkJobs(b *testing.B) {
 		if len(s.Jobs()) < 10000 {
 			b.Fatal("few jobs")
 		}
+	}
+}
+
+// BenchmarkHealthSeries is the health series' share of a node's tick
+// (four checks, 16 values; a new check run every 30 ticks), on a flaky
+// node.
+func BenchmarkHealthSeries(b *testing.B) {
+	t := time.Unix(1_763_800_000, 0)
+	f, err := NewFaults(FaultOptions{Nodes: 20, Interval: time.Second, Seed: 1, Start: t, Health: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := NewNode("cn", NewSchema(1), 1)
+	n.SetFaults(f, flakyNode(b, f, 0))
+	var batch metric.Batch
+	b.ReportAllocs()
+	for b.Loop() {
+		t = t.Add(time.Second)
+		batch.Reset(t)
+		n.healthSeries(t, &batch)
 	}
 }

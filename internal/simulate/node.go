@@ -48,6 +48,7 @@ type Schema struct {
 	// InfiniBand counters its parallel file system I/O goes through.
 	memFree, memAvail, anon, activeAnon, ibRx, ibTx int
 	jobsNode                                        [6]*metric.Desc // the jobs plugin's node series
+	health                                          *healthDescs    // the health plugin's, with SetFaults
 }
 
 var cpuModes = [...]string{"user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"}
@@ -258,6 +259,7 @@ func NewSchema(cpus int) *Schema {
 	s.anon, s.activeAnon = find("node_memory_AnonPages_bytes", ""), find("node_memory_Active_anon_bytes", "")
 	s.ibRx, s.ibTx = find("node_network_receive_bytes_total", "ib0"), find("node_network_transmit_bytes_total", "ib0")
 	s.jobsNode = jobsplugin.NodeDescs()
+	s.health = newHealthDescs()
 	return s
 }
 
@@ -286,6 +288,8 @@ type Node struct {
 	jRead, jWrit float64
 	jPeak, jHits float64
 	jEnded       int // jobs ended on the node
+
+	health *nodeHealth // with SetFaults: the health plugin's checks
 }
 
 const topProcs = 5
@@ -469,6 +473,9 @@ func (n *Node) Sample(t time.Time, dt time.Duration, b *metric.Batch) {
 	}
 	if n.sched != nil {
 		n.jobSeries(job, step, used, b)
+	}
+	if n.health != nil {
+		n.healthSeries(t, b)
 	}
 }
 

@@ -44,6 +44,13 @@ type Options struct {
 	// the scheduler's job starts and ends are posted there (needs Jobs or
 	// Scheduler).
 	JobEvents string
+	// Health makes every node of the model report the health plugin's
+	// series for four checks, a few nodes failing one now and then;
+	// Outages makes a few nodes (of the model or a replay) go silent for
+	// about 90 s now and then (FaultOptions has the schedule, seeded by
+	// Seed; FaultScale scales its durations, 0: 1).
+	Health, Outages bool
+	FaultScale      float64
 }
 
 // source is one virtual node's data: the model (Node) or a recording
@@ -100,6 +107,15 @@ func Run(ctx context.Context, o Options) error {
 		}
 		sched.OnEvent(func(ev JobEvent) { events.Send(ev) })
 	}
+	var faults *Faults
+	if (o.Health && o.Replay == nil) || o.Outages {
+		var err error
+		faults, err = NewFaults(FaultOptions{Nodes: o.Nodes, Interval: o.Interval, Seed: o.Seed,
+			Start: sampler.NextTick(time.Now(), o.Interval, 0), Health: o.Health && o.Replay == nil, Outages: o.Outages, Scale: o.FaultScale})
+		if err != nil {
+			return err
+		}
+	}
 	var clients []*wire.Client
 	var overruns atomic.Uint64
 	// Where the latency of a tick goes before it leaves: how late it was
@@ -108,7 +124,7 @@ func Run(ctx context.Context, o Options) error {
 	g, ctx := errgroup.WithContext(ctx)
 	for start := 0; start < o.Nodes; start += o.GroupSize {
 		end := min(start+o.GroupSize, o.Nodes)
-		grp := &group{interval: o.Interval, overruns: &overruns, produced: &produced}
+		grp := &group{interval: o.Interval, overruns: &overruns, produced: &produced, faults: faults, first: start}
 		c, err := wire.NewClient(wire.ClientOptions{
 			Addrs: o.Upstream,
 			Key:   o.Key,
@@ -122,6 +138,7 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 		grp.client = c
+		grp.since = make([]time.Time, end-start)
 		for i := start; i < end; i++ {
 			name := NodeName(o.First + i)
 			if o.Replay != nil {
@@ -133,6 +150,7 @@ func Run(ctx context.Context, o Options) error {
 				if sched != nil {
 					n.SetScheduler(sched, i)
 				}
+				n.SetFaults(faults, i)
 				grp.nodes = append(grp.nodes, n)
 			}
 			grp.names = append(grp.names, name)
@@ -152,8 +170,16 @@ func Run(ctx context.Context, o Options) error {
 	if o.Replay != nil {
 		perNode, data = o.Replay.Series(), fmt.Sprintf("replay of %d ticks (series: all it recorded)", o.Replay.Ticks())
 	}
+	var flaky, outages int
+	if faults != nil {
+		flaky, outages = faults.Flaky(), faults.Outages()
+		if faults.o.Health {
+			perNode += HealthSeries
+		}
+	}
 	log.Info("simulating", "nodes", o.Nodes, "first", NodeName(o.First), "data", data, "series_per_node", perNode,
-		"interval", o.Interval, "connections", len(clients), "upstream", o.Upstream, "key", o.Key != nil)
+		"interval", o.Interval, "connections", len(clients), "upstream", o.Upstream, "key", o.Key != nil,
+		"health", o.Health && o.Replay == nil, "flaky_nodes", flaky, "outages", o.Outages, "silent_per_10m", outages)
 	g.Go(func() error {
 		t := time.NewTicker(o.ReportEvery)
 		defer t.Stop()
@@ -197,6 +223,12 @@ type group struct {
 	streams  []*wire.ClientStream
 	overruns *atomic.Uint64
 	produced *lagHist
+	// With faults: nodes in an outage are skipped (first is the group's
+	// first node's index in the cluster); since[i] is the last tick node i
+	// sent before it went silent, zero while it ticks.
+	faults *Faults
+	first  int
+	since  []time.Time
 }
 
 // maxCatchUp bounds the ticks a group produces late after running long;
@@ -219,8 +251,22 @@ func (g *group) run(ctx context.Context) {
 		dt := next.Sub(last)
 		start := time.Now()
 		for i, n := range g.nodes {
+			ndt := dt
+			if g.faults != nil {
+				if g.faults.Silent(g.first+i, next) {
+					// Silent: no tick, as from a node that hangs or lost
+					// its network; the others go on.
+					if g.since[i].IsZero() {
+						g.since[i] = last
+					}
+					continue
+				}
+				if !g.since[i].IsZero() {
+					ndt, g.since[i] = next.Sub(g.since[i]), time.Time{}
+				}
+			}
 			b.Reset(next)
-			n.Sample(next, dt, &b)
+			n.Sample(next, ndt, &b)
 			g.client.Tick(g.streams[i], b.Time, b.Descs, b.Values)
 			g.produced.observe(time.Since(next))
 		}
