@@ -3,12 +3,15 @@ package health
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/vigil-hpc/vigil/internal/kernfs"
 )
@@ -202,6 +205,63 @@ func size(b uint64) string {
 	return strconv.FormatFloat(v, 'f', 1, 64) + units[i]
 }
 
+// procCacheAge is how long one scan of /proc serves every process
+// check: the checks of a round run within it.
+const procCacheAge = 5 * time.Second
+
+// procCache is the set of command names running, from the last scan.
+type procCache struct {
+	mu    sync.Mutex
+	at    time.Time
+	comms map[string]struct{}
+}
+
+// running reports whether a process with command name comm runs,
+// scanning /proc (bounded) unless the last scan is recent.
+func (pc *procCache) running(ctx context.Context, e *env, comm string) (bool, error) {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if pc.comms == nil || time.Since(pc.at) > procCacheAge {
+		comms, err := scanComms(ctx, e)
+		if err != nil {
+			return false, err
+		}
+		pc.comms, pc.at = comms, time.Now()
+	}
+	_, ok := pc.comms[comm]
+	return ok, nil
+}
+
+// scanComms reads the comm of every process under the root's /proc.
+func scanComms(ctx context.Context, e *env) (map[string]struct{}, error) {
+	d, err := os.Open(e.fs.Path("proc"))
+	if err != nil {
+		return nil, fmt.Errorf("open /proc: %v", cleanErr(err))
+	}
+	defer d.Close()
+	comms := make(map[string]struct{}, 256)
+	buf := make([]byte, 64)
+	for seen := 0; seen < maxProcs; {
+		names, err := d.Readdirnames(512)
+		for _, n := range names {
+			if n == "" || n[0] < '0' || n[0] > '9' {
+				continue
+			}
+			seen++
+			if got, ok := readComm(e.fs.Path("proc", n, "comm"), buf); ok {
+				comms[string(bytes.TrimRight(got, "\n"))] = struct{}{}
+			}
+		}
+		if err != nil || len(names) == 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil, errors.New("scan of /proc timed out")
+		}
+	}
+	return comms, nil
+}
+
 func processCheck(name string) func(context.Context, *env) outcome {
 	// comm holds at most 15 bytes of the name.
 	comm := name
@@ -209,33 +269,14 @@ func processCheck(name string) func(context.Context, *env) outcome {
 		comm = comm[:15]
 	}
 	return func(ctx context.Context, e *env) outcome {
-		d, err := os.Open(e.fs.Path("proc"))
-		if err != nil {
-			return fail("open /proc: %v", cleanErr(err))
+		ok, err := e.procs.running(ctx, e, comm)
+		switch {
+		case err != nil:
+			return fail("%v", err)
+		case !ok:
+			return fail("no process %s running", name)
 		}
-		defer d.Close()
-		buf := make([]byte, 64)
-		seen := 0
-		for seen < maxProcs {
-			names, err := d.Readdirnames(512)
-			for _, n := range names {
-				if n == "" || n[0] < '0' || n[0] > '9' {
-					continue
-				}
-				seen++
-				got, rerr := kernfs.ReadFileInto(e.fs.Path("proc", n, "comm"), buf)
-				if rerr == nil && string(bytes.TrimRight(got, "\n")) == comm {
-					return pass()
-				}
-			}
-			if err != nil || len(names) == 0 {
-				break
-			}
-			if ctx.Err() != nil {
-				return outcome{reason: "scan of /proc timed out", timedOut: true}
-			}
-		}
-		return fail("no process %s running", name)
+		return pass()
 	}
 }
 

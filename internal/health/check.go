@@ -78,7 +78,8 @@ func fail(format string, args ...any) outcome {
 
 // env is what checks read from: the sampler's root for files.
 type env struct {
-	fs kernfs.FS
+	fs    kernfs.FS
+	procs procCache // shared by the process checks
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)

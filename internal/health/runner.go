@@ -255,8 +255,12 @@ func (r *Runner) Snapshot(dst []Status) []Status {
 func (r *Runner) FirstRound() <-chan struct{} { return r.first }
 
 // RunAll runs every check once, now, in the calling goroutine (no
-// timeouts beyond ctx): for benchmarks and `vigil health` style tools.
+// timeouts beyond ctx), reading everything afresh: for benchmarks and
+// one-shot tools.
 func (r *Runner) RunAll(ctx context.Context) {
+	r.env.procs.mu.Lock()
+	r.env.procs.comms = nil
+	r.env.procs.mu.Unlock()
 	for i, c := range r.checks {
 		start := time.Now()
 		o := r.safeRun(ctx, c)

@@ -5,6 +5,7 @@ package health
 import (
 	"context"
 	"errors"
+	"os"
 	"time"
 )
 
@@ -14,4 +15,9 @@ func statfs(string) (total, avail uint64, err error) {
 
 func execCheck(argv []string, _ bool, _ time.Duration) func(context.Context, *env) outcome {
 	return func(context.Context, *env) outcome { return fail("running %s needs Linux", argv[0]) }
+}
+
+func readComm(path string, buf []byte) ([]byte, bool) {
+	b, err := os.ReadFile(path)
+	return b, err == nil
 }
