@@ -121,7 +121,7 @@ func unescapeOctal(s string) string {
 	return b.String()
 }
 
-func mountCheck(point string, rw bool, fstype, source string) func(context.Context, *env) outcome {
+func mountCheck(point string, rw, ro bool, fstype, source string) func(context.Context, *env) outcome {
 	return func(_ context.Context, e *env) outcome {
 		data, err := readFile(e, "proc/self/mountinfo")
 		if err != nil {
@@ -137,6 +137,8 @@ func mountCheck(point string, rw bool, fstype, source string) func(context.Conte
 			return fail("%s is mounted from %s, want %s", point, m.source, source)
 		case rw && m.readOnly:
 			return fail("%s is mounted read-only", point)
+		case ro && !m.readOnly:
+			return fail("%s is mounted read-write", point)
 		}
 		return pass()
 	}

@@ -42,6 +42,7 @@ type CheckConfig struct {
 	Timeout   duration.Duration `toml:"timeout" comment:"give up (kill a command's process group) after; empty = the plugin's timeout"`
 	Path      string            `toml:"path" comment:"mount, writable, free_space: the directory; script: the script"`
 	ReadWrite bool              `toml:"read_write" comment:"mount: must be mounted read-write"`
+	ReadOnly  bool              `toml:"read_only" comment:"mount: must be mounted read-only"`
 	FSType    string            `toml:"fs_type" comment:"mount: expected file system type"`
 	Source    string            `toml:"source" comment:"mount: expected source (device, server:/export)"`
 	MinFree   string            `toml:"min_free" comment:"free_space: \"10%\" or a size such as \"20GiB\""`
@@ -86,7 +87,7 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
 
 // params lists, per type, the parameters it takes (all others must be unset).
 var params = map[string][]string{
-	"mount":      {"path", "read_write", "fs_type", "source"},
+	"mount":      {"path", "read_write", "read_only", "fs_type", "source"},
 	"writable":   {"path"},
 	"free_space": {"path", "min_free"},
 	"process":    {"process"},
@@ -102,7 +103,7 @@ var params = map[string][]string{
 // set reports which parameters c sets.
 func (c *CheckConfig) set() map[string]bool {
 	return map[string]bool{
-		"path": c.Path != "", "read_write": c.ReadWrite, "fs_type": c.FSType != "", "source": c.Source != "",
+		"path": c.Path != "", "read_write": c.ReadWrite, "read_only": c.ReadOnly, "fs_type": c.FSType != "", "source": c.Source != "",
 		"min_free": c.MinFree != "", "process": c.Process != "", "expected": c.Expected != "",
 		"tolerance": c.Tolerance != "", "command": len(c.Command) > 0, "args": len(c.Args) > 0,
 		"shell": c.Shell, "address": c.Address != "",
@@ -184,7 +185,10 @@ func (c *CheckConfig) compile(interval, timeout time.Duration) (*Check, error) {
 		if err := absPath(); err != nil {
 			return nil, err
 		}
-		ch.run = mountCheck(path.Clean(c.Path), c.ReadWrite, c.FSType, c.Source)
+		if c.ReadWrite && c.ReadOnly {
+			return nil, errors.New("read_write and read_only exclude each other")
+		}
+		ch.run = mountCheck(path.Clean(c.Path), c.ReadWrite, c.ReadOnly, c.FSType, c.Source)
 	case "writable":
 		if err := absPath(); err != nil {
 			return nil, err

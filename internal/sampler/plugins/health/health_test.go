@@ -62,8 +62,8 @@ func TestFixture(t *testing.T) {
 	sample(t, p)
 	got := durationRE.ReplaceAllString(sample(t, p), "$1 DURATION")
 	testutil.Golden(t, "testdata/basic/want.txt", []byte(got))
-	if n := strings.Count(got, "vigil_health_check_ok{"); n != 18 {
-		t.Errorf("%d checks reported, want 18", n)
+	if n := strings.Count(got, "vigil_health_check_ok{"); n != 20 {
+		t.Errorf("%d checks reported, want 20", n)
 	}
 }
 
