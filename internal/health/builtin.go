@@ -121,9 +121,37 @@ func unescapeOctal(s string) string {
 	return b.String()
 }
 
+// mountCache keeps mountinfo for the mount checks of one round: the
+// kernel generates the file on each read, at a cost that grows with the
+// mounts.
+type mountCache struct {
+	mu   sync.Mutex
+	at   time.Time
+	data []byte
+}
+
+func (mc *mountCache) get(e *env) ([]byte, error) {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	if mc.data == nil || time.Since(mc.at) > procCacheAge {
+		data, err := readFile(e, "proc/self/mountinfo")
+		if err != nil {
+			return nil, err
+		}
+		mc.data, mc.at = data, time.Now()
+	}
+	return mc.data, nil
+}
+
+func (mc *mountCache) expire() {
+	mc.mu.Lock()
+	mc.data = nil
+	mc.mu.Unlock()
+}
+
 func mountCheck(point string, rw, ro bool, fstype, source string) func(context.Context, *env) outcome {
 	return func(_ context.Context, e *env) outcome {
-		data, err := readFile(e, "proc/self/mountinfo")
+		data, err := e.mounts.get(e)
 		if err != nil {
 			return fail("read mountinfo: %v", err)
 		}
@@ -209,42 +237,62 @@ func size(b uint64) string {
 	return strconv.FormatFloat(v, 'f', 1, 64) + units[i]
 }
 
-// procCacheAge is how long one scan of /proc serves every process
-// check: the checks of a round run within it.
-const procCacheAge = 5 * time.Second
+// procCacheAge is how long one scan of /proc, or one read of mountinfo,
+// serves every process or mount check: the checks of a round run within
+// it, and it is shorter than any interval, so each run of a check reads
+// afresh.
+const procCacheAge = 500 * time.Millisecond
 
-// procCache is the set of command names running, from the last scan.
+// procCache remembers, from the last scan of /proc, one process per
+// command name. A check whose process is still there (its comm read
+// again: one open, read, close) needs no scan; one whose process has gone
+// scans again, and checks of processes not running share one scan per
+// procCacheAge.
 type procCache struct {
-	mu    sync.Mutex
-	at    time.Time
-	comms map[string]struct{}
+	mu   sync.Mutex
+	at   time.Time // of the last scan
+	pids map[string]string
+	buf  [64]byte
 }
 
-// running reports whether a process with command name comm runs,
-// scanning /proc (bounded) unless the last scan is recent.
+// running reports whether a process with command name comm runs.
 func (pc *procCache) running(ctx context.Context, e *env, comm string) (bool, error) {
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
-	if pc.comms == nil || time.Since(pc.at) > procCacheAge {
-		comms, err := scanComms(ctx, e)
+	gone := false
+	if pid, ok := pc.pids[comm]; ok {
+		if got, ok := readComm(e.fs.Path("proc", pid, "comm"), pc.buf[:]); ok && string(bytes.TrimRight(got, "\n")) == comm {
+			return true, nil
+		}
+		gone = true // perhaps restarted under another pid: look again
+	}
+	if gone || pc.pids == nil || time.Since(pc.at) > procCacheAge {
+		pids, err := scanComms(ctx, e, pc.buf[:])
 		if err != nil {
 			return false, err
 		}
-		pc.comms, pc.at = comms, time.Now()
+		pc.pids, pc.at = pids, time.Now()
 	}
-	_, ok := pc.comms[comm]
+	_, ok := pc.pids[comm]
 	return ok, nil
 }
 
-// scanComms reads the comm of every process under the root's /proc.
-func scanComms(ctx context.Context, e *env) (map[string]struct{}, error) {
+// expire makes the next check that misses scan again.
+func (pc *procCache) expire() {
+	pc.mu.Lock()
+	pc.at = time.Time{}
+	pc.mu.Unlock()
+}
+
+// scanComms maps the comm of every process under the root's /proc to
+// its pid (directory name).
+func scanComms(ctx context.Context, e *env, buf []byte) (map[string]string, error) {
 	d, err := os.Open(e.fs.Path("proc"))
 	if err != nil {
 		return nil, fmt.Errorf("open /proc: %v", cleanErr(err))
 	}
 	defer d.Close()
-	comms := make(map[string]struct{}, 256)
-	buf := make([]byte, 64)
+	pids := make(map[string]string, 256)
 	for seen := 0; seen < maxProcs; {
 		names, err := d.Readdirnames(512)
 		for _, n := range names {
@@ -253,7 +301,7 @@ func scanComms(ctx context.Context, e *env) (map[string]struct{}, error) {
 			}
 			seen++
 			if got, ok := readComm(e.fs.Path("proc", n, "comm"), buf); ok {
-				comms[string(bytes.TrimRight(got, "\n"))] = struct{}{}
+				pids[string(bytes.TrimRight(got, "\n"))] = n
 			}
 		}
 		if err != nil || len(names) == 0 {
@@ -263,7 +311,7 @@ func scanComms(ctx context.Context, e *env) (map[string]struct{}, error) {
 			return nil, errors.New("scan of /proc timed out")
 		}
 	}
-	return comms, nil
+	return pids, nil
 }
 
 func processCheck(name string) func(context.Context, *env) outcome {

@@ -4,6 +4,8 @@ package health
 
 import (
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -50,5 +52,54 @@ func TestFreeSpace(t *testing.T) {
 	}
 	if !strings.Contains(st[2].Reason, "/: less than 1000.0PiB free") {
 		t.Errorf("huge: %q", st[2].Reason)
+	}
+}
+
+// TestProcessRestarted: a process found again under a new pid, and one
+// gone, are seen at the next run without waiting for the cache to age.
+func TestProcessRestarted(t *testing.T) {
+	root := t.TempDir()
+	put := func(pid, comm string) {
+		dir := filepath.Join(root, "proc", pid)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "comm"), []byte(comm+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("1", "systemd")
+	put("10", "slurmd")
+	cs, err := Compile([]CheckConfig{{Name: "slurmd", Type: "process", Process: "slurmd"}, {Name: "munged", Type: "process", Process: "munged"}}, time.Minute, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewRunner(cs, kernfs.NewFS(root), 1, nil)
+	run := func() (bool, bool) {
+		for i, c := range cs {
+			o := c.run(t.Context(), &r.env)
+			r.mu.Lock()
+			r.record(i, o, 0)
+			r.mu.Unlock()
+		}
+		st := r.Snapshot(nil)
+		return st[0].OK, st[1].OK
+	}
+	if a, b := run(); !a || b {
+		t.Fatalf("first: slurmd %v munged %v", a, b)
+	}
+	if err := os.RemoveAll(filepath.Join(root, "proc", "10")); err != nil {
+		t.Fatal(err)
+	}
+	put("20", "slurmd")
+	put("30", "munged")
+	if a, b := run(); !a {
+		t.Fatalf("restarted slurmd not found (munged %v)", b)
+	}
+	if err := os.RemoveAll(filepath.Join(root, "proc", "20")); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := run(); a {
+		t.Fatal("stopped slurmd still reported running")
 	}
 }

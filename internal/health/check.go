@@ -79,8 +79,9 @@ func fail(format string, args ...any) outcome {
 
 // env is what checks read from: the sampler's root for files.
 type env struct {
-	fs    kernfs.FS
-	procs procCache // shared by the process checks
+	fs     kernfs.FS
+	procs  procCache  // shared by the process checks
+	mounts mountCache // shared by the mount checks
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)

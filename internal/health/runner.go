@@ -255,12 +255,11 @@ func (r *Runner) Snapshot(dst []Status) []Status {
 func (r *Runner) FirstRound() <-chan struct{} { return r.first }
 
 // RunAll runs every check once, now, in the calling goroutine (no
-// timeouts beyond ctx), reading everything afresh: for benchmarks and
-// one-shot tools.
+// timeouts beyond ctx), as a round of the schedule does (a missing process
+// scans /proc again): for benchmarks and one-shot tools.
 func (r *Runner) RunAll(ctx context.Context) {
-	r.env.procs.mu.Lock()
-	r.env.procs.comms = nil
-	r.env.procs.mu.Unlock()
+	r.env.procs.expire()
+	r.env.mounts.expire()
 	for i, c := range r.checks {
 		start := time.Now()
 		o := r.safeRun(ctx, c)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,8 +34,14 @@ func bench20(tb testing.TB) *Config {
 	for _, p := range []string{"/", "/tmp", os.TempDir()} {
 		add("free_space", health.CheckConfig{Path: p, MinFree: "1%"})
 	}
-	for _, p := range []string{"init", "systemd", "sshd"} {
-		add("process", health.CheckConfig{Process: p})
+	// Processes that run here (a healthy node's checks pass): pid 1,
+	// this process and its parent.
+	for _, pid := range []int{1, os.Getpid(), os.Getppid()} {
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		add("process", health.CheckConfig{Process: strings.TrimSpace(string(comm))})
 	}
 	add("hostname", health.CheckConfig{Expected: host})
 	add("hostname", health.CheckConfig{Expected: "other"})
@@ -85,4 +92,40 @@ func BenchmarkTick20(b *testing.B) {
 		batch.Reset(time.Time{})
 		_ = p.Sample(ctx, time.Time{}, &batch)
 	}
+}
+
+// BenchmarkRound20Missing: the same round with one process check whose
+// process does not run, which scans /proc every round.
+func BenchmarkRound20Missing(b *testing.B) {
+	cfg := bench20(b)
+	cfg.Check[11].Process = "no-such-daemon"
+	p := New(cfg)
+	if err := p.Init(sampler.Env{FS: kernfs.NewFS("/")}); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { p.Close() })
+	<-p.runner.FirstRound()
+	ctx := context.Background()
+	var batch metric.Batch
+	b.ReportAllocs()
+	for b.Loop() {
+		p.runner.RunAll(ctx)
+		batch.Reset(time.Time{})
+		_ = p.Sample(ctx, time.Time{}, &batch)
+	}
+	b.ReportMetric(float64(countProcs(b)), "procs")
+}
+
+func countProcs(tb testing.TB) int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if c := e.Name()[0]; c >= '0' && c <= '9' {
+			n++
+		}
+	}
+	return n
 }
