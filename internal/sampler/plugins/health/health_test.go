@@ -3,6 +3,7 @@ package health_test
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,6 +15,7 @@ import (
 	"github.com/vigil-hpc/vigil/internal/metric"
 	"github.com/vigil-hpc/vigil/internal/sampler"
 	"github.com/vigil-hpc/vigil/internal/sampler/plugins/health"
+	"github.com/vigil-hpc/vigil/internal/samplerd"
 	"github.com/vigil-hpc/vigil/internal/testutil"
 )
 
@@ -195,5 +197,31 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("timed out")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestSampleOnce: `vigil sample --once --root testdata/basic --config
+// testdata/basic/vigil.toml --plugins health`, as the command runs it.
+func TestSampleOnce(t *testing.T) {
+	f, err := config.Load("testdata/basic/vigil.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := samplerd.OnceFromFile(f)
+	c.Root, c.Node, c.Plugins = "testdata/basic", "cn042", []string{"health"}
+	var out bytes.Buffer
+	if err := samplerd.Once(context.Background(), c, slog.New(slog.DiscardHandler), &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`vigil_health_check_ok{node="cn042",check="scratch"} 1`,
+		`vigil_health_check_failure{node="cn042",check="home_rw",reason="/home is mounted read-only"} 1`,
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("missing %s in\n%s", want, out.String())
+		}
+	}
+	if n := strings.Count(out.String(), "vigil_health_check_ok{"); n != 20 {
+		t.Errorf("%d checks in the output, want 20", n)
 	}
 }
