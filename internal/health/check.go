@@ -135,7 +135,12 @@ func Compile(cfgs []CheckConfig, interval, timeout time.Duration) ([]*Check, err
 		out = append(out, ch)
 	}
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		// One line, as the config loader reports it at the table's line.
+		msgs := make([]string, len(errs))
+		for i, e := range errs {
+			msgs[i] = e.Error()
+		}
+		return nil, errors.New(strings.Join(msgs, "; "))
 	}
 	return out, nil
 }

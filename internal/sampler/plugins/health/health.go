@@ -8,6 +8,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/vigil-hpc/vigil/internal/health"
@@ -85,7 +86,11 @@ func (c *Config) compile() ([]*health.Check, error) {
 		errs = append(errs, fmt.Errorf("report_interval must be between 1s and 1h, got %v", d))
 	}
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		msgs := make([]string, len(errs))
+		for i, e := range errs {
+			msgs[i] = e.Error()
+		}
+		return nil, errors.New(strings.Join(msgs, "; ")) // one line: the loader reports it at the table
 	}
 	return health.Compile(c.Check, c.Interval.D(), c.Timeout.D())
 }
