@@ -121,7 +121,7 @@ func TestE2ESlurmJobReport(t *testing.T) {
 	truthEff := cpuS / elapsed
 	t.Logf("job %s: %.2f CPU s in %.2f s of its own wall time, %.2f s start to end in the index (%v – %v): CPU efficiency %.3f; VmRSS %.1f MiB",
 		id, cpuS, wallS, elapsed, j.Start.Format(time.StampMilli), j.End.Format(time.StampMilli), truthEff, rss/(1<<20))
-	if cpuS < 0.5*runFor {
+	if cpuS < 0.2*runFor { // the comparison below is with what the job got; under 20 % it says little
 		t.Fatalf("the job burnt only %.2f CPU s in %d s: the host is too busy to check", cpuS, runFor)
 	}
 
