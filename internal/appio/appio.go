@@ -79,7 +79,7 @@ const (
 	MetaOther
 	SeqAccesses
 	RandomAccesses
-	ReadHist       // first of NBuckets read size buckets
+	ReadHist  // first of NBuckets read size buckets
 	WriteHist = ReadHist + NBuckets
 )
 
