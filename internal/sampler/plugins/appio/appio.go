@@ -44,6 +44,7 @@ type Config struct {
 	sampler.Common
 	Socket         string           `toml:"socket" comment:"Unix socket (SOCK_SEQPACKET) the library connects to, under the sampler's --root"`
 	MaxConns       int              `toml:"max_conns" comment:"connections (processes) at most; more are refused and counted"`
+	MaxConnsPerUID int              `toml:"max_conns_per_uid" comment:"connections of one user at most, so one user cannot take every place"`
 	MaxJobs        int              `toml:"max_jobs" comment:"jobs with series at most; the I/O of more goes to jobid=\"other\""`
 	MaxMounts      int              `toml:"max_mounts" comment:"file systems per job with series at most; more go to mountpoint=\"other\""`
 	MaxFilesPerJob int              `toml:"max_files_per_job" comment:"files known at once over a job's connections; records of more go to mountpoint=\"other\""`
@@ -55,7 +56,7 @@ type Config struct {
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() *Config {
-	return &Config{Socket: appio.DefaultSocket, MaxConns: 4096, MaxJobs: 64, MaxMounts: 16,
+	return &Config{Socket: appio.DefaultSocket, MaxConns: 4096, MaxConnsPerUID: 1024, MaxJobs: 64, MaxMounts: 16,
 		MaxFilesPerJob: 65536, IOFSUIDs: []uint32{0}, Grace: sampler.Duration(time.Minute),
 		RecentRecords: 4096, Rescan: sampler.Duration(10 * time.Second)}
 }
@@ -72,6 +73,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	bound("max_conns", c.MaxConns, 1, 1<<20)
+	bound("max_conns_per_uid", c.MaxConnsPerUID, 1, 1<<20)
 	bound("max_jobs", c.MaxJobs, 1, 4096)
 	bound("max_mounts", c.MaxMounts, 1, 256)
 	bound("max_files_per_job", c.MaxFilesPerJob, 1, 1<<22)
@@ -234,6 +236,7 @@ type Plugin struct {
 	lnIno     uint64
 	listening atomic.Bool
 	conns     map[*conn]struct{}
+	perUID    map[uint32]int
 	warned    bool
 
 	mounts atomic.Pointer[mountTable]
@@ -246,6 +249,8 @@ type Plugin struct {
 	ring     []FileRecord
 	ringNext int
 	ringLen  int
+	// pathBytes is the length of every known file's path (maxPathBytes).
+	pathBytes int
 
 	nConns                               atomic.Int64
 	accepted, rejCap, rejBad, nRecords   atomic.Uint64
@@ -259,7 +264,8 @@ type Plugin struct {
 	// jobOf maps a pid to its Slurm job from its cgroup ("" for none);
 	// tests replace it.
 	jobOf func(pid uint32) string
-	bufs  sync.Pool
+	bufs  sync.Pool // message buffers
+	recs  sync.Pool // decoded records
 }
 
 // New returns the plugin for cfg.
@@ -283,12 +289,14 @@ func (p *Plugin) Init(env sampler.Env) error {
 	p.path = env.FS.Path(p.cfg.Socket)
 	p.jobs = make(map[string]*jobAcc)
 	p.conns = make(map[*conn]struct{})
+	p.perUID = make(map[uint32]int)
 	p.ring = make([]FileRecord, p.cfg.RecentRecords)
 	p.self = selfDescs()
 	if p.jobOf == nil {
 		p.jobOf = p.cgroupJob
 	}
 	p.bufs.New = func() any { b := make([]byte, appio.MaxMessage); return &b }
+	p.recs.New = func() any { r := make([]appio.Record, 0, appio.MaxRecords); return &r }
 	p.mounts.Store(&mountTable{})
 	p.loadMounts()
 	p.ctx, p.cancel = context.WithCancel(context.Background())

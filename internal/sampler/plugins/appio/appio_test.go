@@ -129,6 +129,15 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 	}
 }
 
+// waitRecords waits until n records were received and their message
+// handled (the handler holds the lock while it counts).
+func waitRecords(t testing.TB, p *Plugin, n uint64) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%d records", n), func() bool { return p.nRecords.Load() == n })
+	p.mu.Lock()
+	p.mu.Unlock() //lint:ignore SA2001 waits for the handler to finish its message
+}
+
 // key names a series: name{label=value,...} in the descriptor's order.
 func key(d *metric.Desc) string {
 	var sb strings.Builder
@@ -195,7 +204,7 @@ func TestEndToEnd(t *testing.T) {
 	other.C[appio.Opens] = 9
 	c.send(hello("999"), file(1, "/scratch/u/out.dat"), file(2, "/home/u/in"), file(3, "/home/with space/f"),
 		interval(w, r, sp, other, appio.Record{FileID: 2}), interval(w), appio.AppendBye(nil))
-	waitFor(t, "5 records", func() bool { return p.nRecords.Load() == 5 })
+	waitRecords(t, p, 5)
 
 	m := sample(t, p, time.Now())
 	want := map[string]float64{
@@ -302,7 +311,7 @@ func TestPeerCredentials(t *testing.T) {
 	p := newPlugin(t, root, cfg)
 	c := dial(t, p)
 	c.send(hello(""), iofsFile, interval(rec))
-	waitFor(t, "the record", func() bool { return p.nRecords.Load() == 1 })
+	waitRecords(t, p, 1)
 	m := sample(t, p, time.Now())
 	if m[series("1", "/scratch", "lustre", "vigil_appio_bytes_total", "op", "read")] != 42 {
 		t.Errorf("untrusted client's I/O not under its own job: %v", m)
@@ -322,7 +331,7 @@ func TestPeerCredentials(t *testing.T) {
 	p = newPlugin(t, root, cfg)
 	c = dial(t, p)
 	c.send(hello(""), iofsFile, interval(rec))
-	waitFor(t, "the record", func() bool { return p.nRecords.Load() == 1 })
+	waitRecords(t, p, 1)
 	m = sample(t, p, time.Now())
 	if m[series("77", "/scratch", "lustre", "vigil_appio_bytes_total", "op", "read")] != 42 || m["vigil_appio_processes{jobid=77}"] != 0 || m["vigil_appio_processes{jobid=1}"] != 1 {
 		t.Errorf("iofs connection's record not under the named process's job: %v", m)
@@ -340,7 +349,7 @@ func TestConnectionCap(t *testing.T) {
 	a, b := dial(t, p), dial(t, p)
 	a.send(hello(""))
 	b.send(hello(""))
-	waitFor(t, "two connections", func() bool { return p.nConns.Load() == 2 })
+	waitFor(t, "two processes", func() bool { return sample(t, p, time.Now())["vigil_appio_processes{jobid=}"] == 2 })
 	c := dial(t, p)
 	if !c.closedByPeer() {
 		t.Errorf("third connection not closed")
@@ -354,6 +363,44 @@ func TestConnectionCap(t *testing.T) {
 	d := dial(t, p)
 	d.send(hello(""))
 	waitFor(t, "the new connection", func() bool { return p.nConns.Load() == 2 })
+}
+
+// TestConnectionLimits: one user cannot take every place, and a
+// connection that says nothing is closed after the HELLO timeout.
+func TestConnectionLimits(t *testing.T) {
+	saved := helloTimeout
+	helloTimeout = 200 * time.Millisecond
+	t.Cleanup(func() { helloTimeout = saved })
+	cfg := DefaultConfig()
+	cfg.MaxConnsPerUID = 1
+	p := newPlugin(t, fixture(t, nil), cfg)
+	a := dial(t, p)
+	a.send(hello(""))
+	waitFor(t, "the connection", func() bool { return p.nConns.Load() == 1 })
+	if b := dial(t, p); !b.closedByPeer() {
+		t.Error("second connection of the same uid not refused")
+	}
+	if p.rejCap.Load() != 1 {
+		t.Errorf("refusals counted %d", p.rejCap.Load())
+	}
+	a.c.Close()
+	waitFor(t, "the place freed", func() bool { return p.nConns.Load() == 0 })
+	idle := dial(t, p)
+	start := time.Now()
+	if !idle.closedByPeer() {
+		t.Error("connection without HELLO not closed")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("closed after %v", d)
+	}
+	waitFor(t, "the place freed", func() bool { return p.nConns.Load() == 0 })
+	// After HELLO, idle is fine.
+	c := dial(t, p)
+	c.send(hello(""))
+	time.Sleep(3 * helloTimeout)
+	if p.nConns.Load() != 1 {
+		t.Errorf("connection idle after HELLO was closed")
+	}
 }
 
 // TestBadClients: garbage, oversized messages and protocol violations
@@ -380,7 +427,7 @@ func TestBadClients(t *testing.T) {
 		}
 		good.send(interval(rec))
 		want := uint64(i + 1)
-		waitFor(t, "the good client's record", func() bool { return p.nRecords.Load() == want })
+		waitRecords(t, p, want)
 	}
 	m := sample(t, p, time.Now())
 	if m["vigil_appio_rejected_total{reason=protocol}"] != float64(len(bad)) {
@@ -393,7 +440,7 @@ func TestBadClients(t *testing.T) {
 	unk := appio.AppendBye(nil)
 	unk[6] = 77
 	good.send(unk, interval(rec))
-	waitFor(t, "a record after an unknown type", func() bool { return p.nRecords.Load() == uint64(len(bad)+1) })
+	waitRecords(t, p, uint64(len(bad)+1))
 }
 
 // TestTickNeverWaits: while a connection holds the state (here: the test
@@ -406,7 +453,7 @@ func TestTickNeverWaits(t *testing.T) {
 	rec := appio.Record{FileID: 1}
 	rec.C[appio.Reads] = 1
 	c.send(hello(""), file(1, "/scratch/x"), interval(rec))
-	waitFor(t, "the record", func() bool { return p.nRecords.Load() == 1 })
+	waitRecords(t, p, 1)
 	before := sample(t, p, time.Now())
 	p.mu.Lock()
 	c.send(interval(rec)) // its goroutine now waits for the lock
@@ -436,7 +483,7 @@ func TestGrace(t *testing.T) {
 	rec := appio.Record{FileID: 1}
 	rec.C[appio.Writes] = 3
 	c.send(hello(""), file(1, "/scratch/x"), interval(rec), appio.AppendBye(nil))
-	waitFor(t, "the record", func() bool { return p.nRecords.Load() == 1 })
+	waitRecords(t, p, 1)
 	c.c.Close()
 	waitFor(t, "the disconnect", func() bool { return p.nConns.Load() == 0 })
 	k := series("9", "/scratch", "lustre", "vigil_appio_calls_total", "op", "write")
@@ -466,7 +513,7 @@ func TestCaps(t *testing.T) {
 	}
 	c.send(hello(""), file(1, "/scratch/a"), file(2, "/home/b"), file(3, "/scratch/c"),
 		interval(rec(1, 0), rec(2, 0), rec(3, 0), rec(1, 100)))
-	waitFor(t, "4 records", func() bool { return p.nRecords.Load() == 4 })
+	waitRecords(t, p, 4)
 	m := sample(t, p, time.Now())
 	want := map[string]float64{
 		series("1", "/scratch", "lustre", "vigil_appio_calls_total", "op", "write"):     1,
@@ -535,11 +582,14 @@ func TestSocketRemade(t *testing.T) {
 	cfg.Rescan = sampler.Duration(100 * time.Millisecond)
 	p := newPlugin(t, fixture(t, nil), cfg)
 	os.Remove(p.path)
+	var c *net.UnixConn
 	waitFor(t, "a new socket", func() bool {
-		_, err := os.Stat(p.path)
+		var err error
+		c, err = net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: p.path, Net: "unixpacket"})
 		return err == nil
 	})
-	dial(t, p).send(hello(""))
+	t.Cleanup(func() { c.Close() })
+	(&client{t, c}).send(hello(""))
 	waitFor(t, "a connection to it", func() bool { return p.nConns.Load() == 1 })
 }
 
@@ -552,7 +602,7 @@ func TestZeroAllocs(t *testing.T) {
 	rec := appio.Record{FileID: 1}
 	rec.C[appio.Writes] = 1
 	c.send(hello(""), file(1, "/scratch/a"), file(2, "/home/b"), interval(rec))
-	waitFor(t, "the record", func() bool { return p.nRecords.Load() == 1 })
+	waitRecords(t, p, 1)
 	if n := testutil.AllocsPerTick(t, p); n != 0 {
 		t.Errorf("allocs per tick = %v, want 0", n)
 	}

@@ -133,6 +133,13 @@ func (p *Plugin) accept(ln *net.UnixListener) {
 			uc.Close()
 			return
 		}
+		if p.perUID[c.uid] >= p.cfg.MaxConnsPerUID {
+			p.lnMu.Unlock()
+			p.rejCap.Add(1)
+			uc.Close()
+			continue
+		}
+		p.perUID[c.uid]++
 		p.conns[c] = struct{}{}
 		p.nConns.Add(1)
 		p.accepted.Add(1)
@@ -155,7 +162,6 @@ type conn struct {
 	jobID    string
 	files    map[uint32]*fileEnt
 	pidJobs  map[uint32]string // trusted: jobs of the processes named
-	recs     []appio.Record
 	recJobs  []string
 }
 
@@ -163,6 +169,13 @@ type fileEnt struct {
 	path, point, fstype string
 	pid                 uint32 // 0: the connection's
 }
+
+// helloTimeout is how long a new connection may wait before its HELLO
+// (a variable for tests).
+var helloTimeout = 10 * time.Second
+
+// maxPathBytes bounds the paths of the files known over all connections.
+const maxPathBytes = 64 << 20
 
 // maxPIDJobs bounds a trusted connection's cache of pid → job.
 const maxPIDJobs = 4096
@@ -190,6 +203,8 @@ func (p *Plugin) serve(c *conn) {
 	if err != nil {
 		return
 	}
+	// A connection must say HELLO soon: an idle one holds a place.
+	c.c.SetReadDeadline(time.Now().Add(helloTimeout))
 	for {
 		var herr error
 		var closed bool
@@ -225,12 +240,18 @@ func (p *Plugin) drop(c *conn) {
 	c.c.Close()
 	p.lnMu.Lock()
 	delete(p.conns, c)
+	if p.perUID[c.uid]--; p.perUID[c.uid] <= 0 {
+		delete(p.perUID, c.uid)
+	}
 	p.lnMu.Unlock()
 	p.nConns.Add(-1)
 	if c.job != nil {
 		p.mu.Lock()
 		c.job.procs--
 		c.job.files -= len(c.files)
+		for _, f := range c.files {
+			p.pathBytes -= len(f.path)
+		}
 		c.job.active = time.Now()
 		p.mu.Unlock()
 	}
@@ -255,6 +276,7 @@ func (p *Plugin) handle(c *conn, msg []byte) error {
 			return err
 		}
 		c.hello, c.rank, c.exe = true, h.Rank, labelSafe(h.Exe)
+		c.c.SetReadDeadline(time.Time{})
 		// The job cgroup is the kernel's word; the environment only where
 		// there is none.
 		c.jobID = p.jobOf(c.pid)
@@ -272,11 +294,13 @@ func (p *Plugin) handle(c *conn, msg []byte) error {
 		}
 		p.addFile(c, f)
 	case appio.TypeInterval:
-		iv, err := appio.DecodeInterval(payload, c.recs)
+		rp := p.recs.Get().(*[]appio.Record)
+		defer p.recs.Put(rp)
+		iv, err := appio.DecodeInterval(payload, *rp)
 		if err != nil {
 			return err
 		}
-		c.recs = iv.Records
+		*rp = iv.Records[:0]
 		p.addInterval(c, &iv)
 	}
 	return nil // BYE and unknown types: nothing to do
@@ -303,11 +327,18 @@ func (p *Plugin) addFile(c *conn, f appio.File) {
 	if m, ok := p.mounts.Load().lookup(f.Path); ok {
 		ent.point, ent.fstype = m.point, m.fstype
 	}
-	_, known := c.files[f.ID]
+	old, known := c.files[f.ID]
 	p.mu.Lock()
-	full := !known && c.job.files >= p.cfg.MaxFilesPerJob
-	if !full && !known {
-		c.job.files++
+	grow := len(f.Path)
+	if known {
+		grow -= len(old.path)
+	}
+	full := !known && c.job.files >= p.cfg.MaxFilesPerJob || p.pathBytes+grow > maxPathBytes
+	if !full {
+		p.pathBytes += grow
+		if !known {
+			c.job.files++
+		}
 	}
 	p.mu.Unlock()
 	if full {
