@@ -197,13 +197,6 @@ func (r *reader) u32() uint32 {
 	return 0
 }
 
-func (r *reader) u64() uint64 {
-	if v := r.take(8); v != nil {
-		return binary.LittleEndian.Uint64(v)
-	}
-	return 0
-}
-
 // str reads a u16-length-prefixed string of at most MaxString bytes.
 func (r *reader) str() []byte {
 	l := r.take(2)
