@@ -652,3 +652,71 @@ func TestValidate(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestManyClients: concurrent clients' records all add up, exactly.
+func TestManyClients(t *testing.T) {
+	const clients, intervals = 32, 40
+	p := newPlugin(t, fixture(t, map[int]string{os.Getpid(): "6"}), nil)
+	rec := appio.Record{FileID: 1}
+	rec.C[appio.Writes], rec.C[appio.BytesWritten], rec.C[appio.WriteNS] = 3, 3000, 7
+	done := make(chan struct{})
+	for i := 0; i < clients; i++ {
+		c := dial(t, p)
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for _, m := range [][]byte{hello(""), file(1, fmt.Sprintf("/scratch/f%d", i))} {
+				if _, err := c.c.Write(m); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+			for range intervals {
+				if _, err := c.c.Write(interval(rec)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	for range clients {
+		<-done
+	}
+	waitRecords(t, p, clients*intervals)
+	m := sample(t, p, time.Now())
+	n := float64(clients * intervals)
+	for k, v := range map[string]float64{
+		series("6", "/scratch", "lustre", "vigil_appio_calls_total", "op", "write"):   3 * n,
+		series("6", "/scratch", "lustre", "vigil_appio_bytes_total", "op", "write"):   3000 * n,
+		series("6", "/scratch", "lustre", "vigil_appio_seconds_total", "op", "write"): 7 * n / 1e9,
+		"vigil_appio_processes{jobid=6}":                                              clients,
+	} {
+		if m[k] != v {
+			t.Errorf("%s = %v, want %v", k, m[k], v)
+		}
+	}
+	if len(p.Recent()) != min(clients*intervals, p.cfg.RecentRecords) {
+		t.Errorf("%d recent records", len(p.Recent()))
+	}
+}
+
+// TestMountsReloaded: a file system mounted after the start is known
+// from the next rescan on.
+func TestMountsReloaded(t *testing.T) {
+	root := fixture(t, map[int]string{os.Getpid(): "2"})
+	cfg := DefaultConfig()
+	cfg.Rescan = sampler.Duration(100 * time.Millisecond)
+	p := newPlugin(t, root, cfg)
+	write(t, filepath.Join(root, "proc/self/mountinfo"), mountinfo+"50 22 0:60 / /data rw - xfs /dev/sdb rw\n")
+	waitFor(t, "the new mount table", func() bool {
+		m, ok := p.mounts.Load().lookup("/data/x")
+		return ok && m.point == "/data"
+	})
+	c := dial(t, p)
+	rec := appio.Record{FileID: 1}
+	rec.C[appio.Reads] = 1
+	c.send(hello(""), file(1, "/data/x"), interval(rec))
+	waitRecords(t, p, 1)
+	if v := sample(t, p, time.Now())[series("2", "/data", "xfs", "vigil_appio_calls_total", "op", "read")]; v != 1 {
+		t.Errorf("read on the new mount: %v", v)
+	}
+}
