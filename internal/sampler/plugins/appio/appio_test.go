@@ -436,10 +436,18 @@ func TestBadClients(t *testing.T) {
 	if m[series("5", "/scratch", "lustre", "vigil_appio_calls_total", "op", "write")] != float64(len(bad)) {
 		t.Errorf("good client's writes %v", m)
 	}
-	// An unknown message type is skipped.
+	// Unknown message types are skipped, also before HELLO.
 	unk := appio.AppendBye(nil)
 	unk[6] = 77
 	good.send(unk, interval(rec))
+	early := dial(t, p)
+	zero := appio.AppendBye(nil)
+	zero[6] = 0
+	early.send(zero, unk, hello(""))
+	waitFor(t, "a HELLO after unknown types", func() bool { return sample(t, p, time.Now())["vigil_appio_processes{jobid=5}"] == 2 })
+	if p.rejBad.Load() != uint64(len(bad)) {
+		t.Errorf("unknown types before HELLO closed the connection")
+	}
 	waitRecords(t, p, uint64(len(bad)+1))
 }
 

@@ -263,7 +263,7 @@ func (p *Plugin) handle(c *conn, msg []byte) error {
 	if err != nil {
 		return err
 	}
-	if t != appio.TypeHello && t <= appio.TypeBye && !c.hello {
+	if (t == appio.TypeFile || t == appio.TypeInterval || t == appio.TypeBye) && !c.hello {
 		return fmt.Errorf("%w: message type %d before HELLO", appio.ErrMessage, t)
 	}
 	switch t {
