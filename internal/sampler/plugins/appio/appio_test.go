@@ -728,3 +728,37 @@ func TestMountsReloaded(t *testing.T) {
 		t.Errorf("read on the new mount: %v", v)
 	}
 }
+
+// TestGolden renders the series of a scripted session (two processes of
+// job 4242 writing to /scratch and reading from /home, one reading in no
+// job) as /metrics shows them: testdata/session.want.txt (-update).
+func TestGolden(t *testing.T) {
+	self := os.Getpid()
+	root := fixture(t, map[int]string{self: "4242", 4711: ""})
+	cfg := DefaultConfig()
+	cfg.IOFSUIDs = []uint32{uint32(os.Getuid())}
+	p := newPlugin(t, root, cfg)
+	w := appio.Record{FileID: 1}
+	w.C[appio.Opens], w.C[appio.Closes], w.C[appio.Writes], w.C[appio.BytesWritten] = 1, 1, 4, 4<<20
+	w.C[appio.WriteNS], w.C[appio.MetaNS], w.C[appio.SeqAccesses], w.C[appio.RandomAccesses] = 2_000_000, 30_000, 3, 0
+	w.C[appio.WriteHist+4] = 4
+	r := appio.Record{FileID: 2}
+	r.C[appio.Opens], r.C[appio.Reads], r.C[appio.BytesRead], r.C[appio.ReadNS], r.C[appio.Stats] = 1, 10, 5000, 90_000, 2
+	r.C[appio.ReadHist+2] = 10
+	a, b := dial(t, p), dial(t, p)
+	a.send(hello("4242"), file(1, "/scratch/run/ckpt.0"), interval(w))
+	b.send(hello(""), file(1, "/scratch/run/ckpt.1"), file(2, "/home/u/input.nml"), interval(w, r))
+	iofs := r
+	iofs.PID = 4711
+	waitRecords(t, p, 3)
+	c := dial(t, p)
+	c.send(hello(""), appio.AppendFile(nil, appio.File{ID: 2, Flags: appio.FlagIOFS, PID: 4711, Path: "/home/v/data"}), interval(iofs))
+	waitRecords(t, p, 4)
+	var batch metric.Batch
+	now := time.Now()
+	batch.Reset(now)
+	if err := p.Sample(context.Background(), now, &batch); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Golden(t, "testdata/session.want.txt", testutil.Render(t, &batch))
+}
