@@ -5,11 +5,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vigil-hpc/vigil/internal/appio"
+	"github.com/vigil-hpc/vigil/internal/testutil/slurm"
 )
 
 // appioRoot is a root with a mount table and this process in Slurm job 31.
@@ -115,4 +117,94 @@ func TestE2ESamplerAppio(t *testing.T) {
 			}
 		}
 	}
+}
+
+// appioClient is a client of the appio protocol written apart from the Go
+// encoder: it claims a job id of its own in HELLO (the sampler must take
+// the job from the cgroup), reports 100,000 writes of 1 KiB to a file and
+// stays connected until a file appears.
+const appioClient = `import os, socket, struct, sys, time
+sock, out, done = sys.argv[1:4]
+def msg(t, payload):
+    return struct.pack("<4sHHI", b"VIO1", 1, t, len(payload)) + payload
+def s(v):
+    b = v.encode()
+    return struct.pack("<H", len(b)) + b
+c = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+c.connect(sock)
+c.send(msg(1, struct.pack("<iI", 0, 1000) + s(sys.executable) + s("999999") + s("python client")))
+c.send(msg(2, struct.pack("<III", 1, 0, 0) + s(out)))
+counters = [0] * 36
+counters[3], counters[5], counters[16 + 10 + 1] = 100000, 102400000, 100000
+now = time.time_ns()
+c.send(msg(3, struct.pack("<QQI", now - now % 10**9, now - now % 10**9 + 10**9, 1) + struct.pack("<II36Q", 1, 0, *counters)))
+deadline = time.time() + 60
+while not os.path.exists(done) and time.time() < deadline:
+    time.sleep(0.05)
+c.send(msg(4, b""))
+`
+
+// TestE2ESlurmAppio: a process of a real Slurm job (cgroup v1) reports
+// its I/O to a running sampler, which attributes it to the job from the
+// process's cgroup, with the exact counts, and counts the process as
+// connected until it leaves.
+func TestE2ESlurmAppio(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	py := findPython(t)
+	c := slurm.Start(t, slurm.Options{Nodes: 1})
+	sock := filepath.Join(c.Dir, "appio.sock")
+	cfg := filepath.Join(c.Dir, "vigil.toml")
+	if err := os.WriteFile(cfg, []byte("[plugins.appio]\nsocket = \""+sock+"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := freePort(t)
+	start(t, "sampler", "sampler", "--config", cfg, "--root", "/", "--plugins", "appio", "--interval", "200ms", "--listen", addr, "--node", "appiotest")
+	waitFor(t, 15*time.Second, "the appio socket", func() bool { _, err := os.Stat(sock); return err == nil })
+
+	script := filepath.Join(c.Dir, "client.py")
+	if err := os.WriteFile(script, []byte(appioClient), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, done := filepath.Join(c.Dir, "out.dat"), filepath.Join(c.Dir, "done")
+	id := c.Submit(t, "-N1", "-n1", "-c1", "--mem=100M", "--wrap", fmt.Sprintf("exec %s %s %s %s %s", py, script, sock, out, done))
+	c.WaitJob(t, id, 15*time.Second, "RUNNING")
+
+	value := func(name, op string) (float64, bool) {
+		b, err := scrape("http://" + addr + "/metrics")
+		if err != nil {
+			return 0, false
+		}
+		for _, line := range strings.Split(b, "\n") {
+			if strings.HasPrefix(line, name+"{") && strings.Contains(line, `jobid="`+id+`"`) && strings.Contains(line, op) {
+				v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+				return v, err == nil
+			}
+		}
+		return 0, false
+	}
+	waitFor(t, 20*time.Second, "the job's written bytes", func() bool {
+		v, _ := value("vigil_appio_bytes_total", `op="write"`)
+		return v == 102_400_000
+	})
+	if v, _ := value("vigil_appio_calls_total", `op="write"`); v != 100000 {
+		t.Errorf("writes = %v, want 100000", v)
+	}
+	if v, _ := value("vigil_appio_access_size_total", `op="write",le="1024"`); v != 100000 {
+		t.Errorf("writes of at most 1 KiB = %v, want 100000", v)
+	}
+	if v, ok := value("vigil_appio_processes", ""); !ok || v != 1 {
+		t.Errorf("processes of job %s = %v (%v), want 1", id, v, ok)
+	}
+	if b, _ := scrape("http://" + addr + "/metrics"); strings.Contains(b, `jobid="999999"`) {
+		t.Errorf("the HELLO's job id was taken over the cgroup's")
+	}
+	if err := os.WriteFile(done, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the process to leave", func() bool {
+		v, ok := value("vigil_appio_processes", "")
+		return ok && v == 0
+	})
 }
