@@ -183,6 +183,7 @@ const (
 	selfFoldedMount
 	selfFoldedJob
 	selfJobs
+	selfStale
 	nSelf
 )
 
@@ -201,6 +202,7 @@ func selfDescs() [nSelf]*metric.Desc {
 		metric.NewDesc("vigil_appio_folded_records_total", hf, metric.Counter, "reason", "mount"),
 		metric.NewDesc("vigil_appio_folded_records_total", hf, metric.Counter, "reason", "job"),
 		metric.NewDesc("vigil_appio_jobs", "Jobs with appio series on the node.", metric.Gauge),
+		metric.NewDesc("vigil_appio_stale_ticks_total", "Ticks that sent the previous copy of the series because a connection held them.", metric.Counter),
 	}
 }
 
@@ -255,6 +257,8 @@ type Plugin struct {
 	nConns                               atomic.Int64
 	accepted, rejCap, rejBad, nRecords   atomic.Uint64
 	foldFile, foldMount, foldJob, nJobsV atomic.Uint64
+	stale                                atomic.Uint64 // ticks that found the lock held
+	starved                              atomic.Bool   // the last tick found it held
 
 	// The tick's own copy, refreshed when the lock is free.
 	snapD []*metric.Desc
@@ -311,7 +315,13 @@ func (p *Plugin) Init(env sampler.Env) error {
 func (p *Plugin) Sample(_ context.Context, now time.Time, b *metric.Batch) error {
 	if p.mu.TryLock() {
 		p.copyLocked(now)
+		p.starved.Store(false)
 		p.mu.Unlock()
+	} else {
+		// Connections let the next tick in first (lock), so a flood of
+		// records delays the series by a tick, not indefinitely.
+		p.starved.Store(true)
+		p.stale.Add(1)
 	}
 	if !p.listening.Load() && len(p.snapD) == 0 {
 		return sampler.ErrNotAvailable
@@ -328,7 +338,20 @@ func (p *Plugin) Sample(_ context.Context, now time.Time, b *metric.Batch) error
 	b.Add(p.self[selfFoldedMount], float64(p.foldMount.Load()))
 	b.Add(p.self[selfFoldedJob], float64(p.foldJob.Load()))
 	b.Add(p.self[selfJobs], float64(p.nJobsV.Load()))
+	b.Add(p.self[selfStale], float64(p.stale.Load()))
 	return nil
+}
+
+// lock takes the state for a connection, first letting in a tick that
+// found it held (for at most 2 s: a tick is never that far away).
+func (p *Plugin) lock() {
+	if p.starved.Load() {
+		deadline := time.Now().Add(2 * time.Second)
+		for p.starved.Load() && time.Now().Before(deadline) {
+			time.Sleep(200 * time.Microsecond)
+		}
+	}
+	p.mu.Lock()
 }
 
 // copyLocked ends the jobs whose grace is over and copies the series of

@@ -762,3 +762,85 @@ func TestGolden(t *testing.T) {
 	}
 	testutil.Golden(t, "testdata/session.want.txt", testutil.Render(t, &batch))
 }
+
+// TestFloodDoesNotFreezeSeries: while clients send records as fast as
+// they can, ticks still see them grow: a tick that found the state held
+// is let in by the connections before the next one.
+func TestFloodDoesNotFreezeSeries(t *testing.T) {
+	p := newPlugin(t, fixture(t, map[int]string{os.Getpid(): "7"}), nil)
+	recs := make([]appio.Record, appio.MaxRecords)
+	for i := range recs {
+		recs[i].FileID = 1
+		recs[i].C[appio.Writes] = 1
+	}
+	msg := interval(recs...)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	const clients = 4
+	for range clients {
+		c := dial(t, p)
+		c.send(hello(""), file(1, "/scratch/x"))
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c.c.SetWriteDeadline(time.Now().Add(time.Second))
+				if _, err := c.c.Write(msg); err != nil && !isTimeout(err) {
+					return
+				}
+			}
+		}()
+	}
+	k := series("7", "/scratch", "lustre", "vigil_appio_calls_total", "op", "write")
+	const ticks = 40
+	fresh, last := 0, -1.0
+	for range ticks {
+		time.Sleep(10 * time.Millisecond)
+		if v := sample(t, p, time.Now())[k]; v != last {
+			fresh++
+			last = v
+		}
+	}
+	close(stop)
+	for range clients {
+		<-done
+	}
+	t.Logf("%d of %d ticks saw new values, %d stale", fresh, ticks, p.stale.Load())
+	if fresh < ticks/3 {
+		t.Errorf("only %d of %d ticks under a flood saw new values", fresh, ticks)
+	}
+}
+
+// TestStarvedTickGoesFirst: after a tick found the state held, the
+// connections wait for the next tick before they add more.
+func TestStarvedTickGoesFirst(t *testing.T) {
+	p := newPlugin(t, fixture(t, map[int]string{os.Getpid(): "7"}), nil)
+	c := dial(t, p)
+	rec := appio.Record{FileID: 1}
+	rec.C[appio.Writes] = 1
+	c.send(hello(""), file(1, "/scratch/x"), interval(rec))
+	waitRecords(t, p, 1)
+	p.mu.Lock()
+	sample(t, p, time.Now()) // finds it held
+	p.mu.Unlock()
+	if !p.starved.Load() || p.stale.Load() != 1 {
+		t.Fatalf("starved %v, stale %d after a tick found the lock held", p.starved.Load(), p.stale.Load())
+	}
+	c.send(interval(rec))
+	time.Sleep(100 * time.Millisecond)
+	if n := p.nRecords.Load(); n != 1 {
+		t.Fatalf("a connection added a record (%d) before the starved tick", n)
+	}
+	k := series("7", "/scratch", "lustre", "vigil_appio_calls_total", "op", "write")
+	if v := sample(t, p, time.Now())[k]; v != 1 {
+		t.Errorf("tick after starving: %v, want 1", v)
+	}
+	waitRecords(t, p, 2)
+	if v := sample(t, p, time.Now())[k]; v != 2 {
+		t.Errorf("after the connection went on: %v, want 2", v)
+	}
+}

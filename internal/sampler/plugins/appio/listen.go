@@ -246,7 +246,7 @@ func (p *Plugin) drop(c *conn) {
 	p.lnMu.Unlock()
 	p.nConns.Add(-1)
 	if c.job != nil {
-		p.mu.Lock()
+		p.lock()
 		c.job.procs--
 		c.job.files -= len(c.files)
 		for _, f := range c.files {
@@ -283,7 +283,7 @@ func (p *Plugin) handle(c *conn, msg []byte) error {
 		if c.jobID == "" && validJobID(h.JobID) {
 			c.jobID = h.JobID
 		}
-		p.mu.Lock()
+		p.lock()
 		c.job = p.job(c.jobID, time.Now())
 		c.job.procs++
 		p.mu.Unlock()
@@ -328,7 +328,7 @@ func (p *Plugin) addFile(c *conn, f appio.File) {
 		ent.point, ent.fstype = m.point, m.fstype
 	}
 	old, known := c.files[f.ID]
-	p.mu.Lock()
+	p.lock()
 	grow := len(f.Path)
 	if known {
 		grow -= len(old.path)
@@ -375,7 +375,7 @@ func (p *Plugin) addInterval(c *conn, iv *appio.Interval) {
 		c.recJobs = append(c.recJobs, id)
 	}
 	now := time.Now()
-	p.mu.Lock()
+	p.lock()
 	defer p.mu.Unlock()
 	for i := range iv.Records {
 		r := &iv.Records[i]
