@@ -159,6 +159,7 @@ func Once(ctx context.Context, c *Config, log *slog.Logger, stdout io.Writer) er
 	if err != nil {
 		return err
 	}
+	defer s.Close() // plugins' files, goroutines and sockets (appio)
 	var b metric.Batch
 	s.CollectOnce(ctx, time.Now(), &b)
 	tw := metric.TextWriter{ConstLabels: []metric.Label{{Name: "node", Value: o.Node}}}
