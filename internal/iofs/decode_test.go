@@ -133,7 +133,11 @@ type key struct {
 
 func newSampler(t *testing.T) *sampler {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "appio.sock")
+	return newSamplerAt(t, filepath.Join(t.TempDir(), "appio.sock"))
+}
+
+func newSamplerAt(t *testing.T, p string) *sampler {
+	t.Helper()
 	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: p, Net: "unixpacket"})
 	if err != nil {
 		t.Fatal(err)
