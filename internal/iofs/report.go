@@ -177,10 +177,11 @@ func (r *reporter) run() {
 }
 
 func (r *reporter) send(b batch) {
-	if r.conn == nil && !r.dial(b.bye) {
-		if !b.bye {
-			r.stats.Dropped.Add(1)
-		}
+	if b.bye && r.conn == nil {
+		return // nobody to say goodbye to
+	}
+	if r.conn == nil && !r.dial() {
+		r.stats.Dropped.Add(1)
 		return
 	}
 	if !r.sendRecords(b) {
@@ -246,10 +247,9 @@ func (r *reporter) prune() {
 	}
 }
 
-// dial connects and says HELLO, at most every redialEvery (always for the
-// goodbye, which is worth one try).
-func (r *reporter) dial(force bool) bool {
-	if !force && !r.lastDial.IsZero() && time.Since(r.lastDial) < redialEvery {
+// dial connects and says HELLO, at most every redialEvery.
+func (r *reporter) dial() bool {
+	if !r.lastDial.IsZero() && time.Since(r.lastDial) < redialEvery {
 		return false
 	}
 	r.lastDial = time.Now()
