@@ -12,7 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-		"testing"
+	"testing"
 	"time"
 
 	"github.com/vigil-hpc/vigil/internal/duration"
