@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -106,7 +107,7 @@ type FS struct {
 	table     *Table
 	pids      *pids
 	server    *fuse.Server
-	openFlags uint32
+	openFlags atomic.Uint32 // FOPEN_DIRECT_IO once the kernel's consent is known
 	stats     ReportStats
 	rep       *reporter
 }
@@ -177,7 +178,7 @@ func New(cfg Config, log *slog.Logger) (*FS, error) {
 	// and we see its reads (readahead) instead of the calls.
 	t.raiseReadahead()
 	if server.KernelSettings().Flags64()&fuse.CAP_DIRECT_IO_ALLOW_MMAP != 0 {
-		t.openFlags = fuse.FOPEN_DIRECT_IO
+		t.openFlags.Store(fuse.FOPEN_DIRECT_IO)
 	} else {
 		log.Warn("kernel lacks FUSE direct I/O with mmap (Linux 6.6+): counting page-cache reads, not calls")
 	}

@@ -199,13 +199,20 @@ func TestReadWriteCounts(t *testing.T) {
 		t.Errorf("HELLO: %+v", h)
 	}
 	m.stop(t)
-	s.check()
-	s.mu.Lock()
-	byes := s.byes
-	s.mu.Unlock()
-	if byes != 1 {
-		t.Errorf("%d BYE messages after stop, want 1", byes)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s.mu.Lock()
+		byes := s.byes
+		s.mu.Unlock()
+		if byes == 1 {
+			break
+		}
+		if byes > 1 || time.Now().After(deadline) {
+			t.Fatalf("%d BYE messages after stop, want 1", byes)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
+	s.check()
 }
 
 // TestMmapPageIns maps a file through the mount in a child process and

@@ -52,7 +52,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	}
 	h := n.fsys.newHandle(ctx, fh, n.path(""))
 	n.fsys.table.op(h.f, h.opener, cOpens, int64(time.Since(start)))
-	return h, fl | n.fsys.openFlags, 0
+	return h, fl | n.fsys.openFlags.Load(), 0
 }
 
 // Create is open(O_CREAT) of a new file.
@@ -64,7 +64,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	}
 	h := n.fsys.newHandle(ctx, fh, n.path(name))
 	n.fsys.table.op(h.f, h.opener, cOpens, int64(time.Since(start)))
-	return ch, h, fl | n.fsys.openFlags, 0
+	return ch, h, fl | n.fsys.openFlags.Load(), 0
 }
 
 // Tmpfile (O_TMPFILE) has no name: it counts under its directory.
@@ -76,7 +76,7 @@ func (n *node) Tmpfile(ctx context.Context, flags, mode uint32, out *fuse.EntryO
 	}
 	h := n.fsys.newHandle(ctx, fh, n.path(""))
 	n.fsys.table.op(h.f, h.opener, cOpens, int64(time.Since(start)))
-	return ch, h, fl | n.fsys.openFlags, 0
+	return ch, h, fl | n.fsys.openFlags.Load(), 0
 }
 
 // Getattr counts a stat of a regular file: only the ones the kernel does
