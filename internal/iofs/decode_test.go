@@ -118,7 +118,6 @@ type sampler struct {
 
 	mu      sync.Mutex
 	hellos  []hello
-	files   map[uint32]fileMsg // of the current connection
 	sums    map[key]*Counters
 	byes    int
 	msgs    int
