@@ -245,6 +245,37 @@ func TestMmapPageIns(t *testing.T) {
 	s.check()
 }
 
+// TestMmapWriteback: a child writes a shared mapping and msyncs it; the
+// writeback, sent by the kernel, counts for the child (the caller, or the
+// process that opened the file when a kernel thread sends it).
+func TestMmapWriteback(t *testing.T) {
+	s := newSampler(t)
+	m := mountT(t, s.path)
+	const size = 16 * 4096
+	src := filepath.Join(m.src, "shared")
+	if err := os.WriteFile(src, make([]byte, size), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(m.mnt, "shared")
+	child := runMmapChild(t, -1, p, "")
+	c := s.wait(p, child, "writeback", func(c Counters) bool { return c[cBytesWritten] >= size })
+	if c[cBytesWritten] != size {
+		t.Errorf("writeback of the mapping: %d bytes, want %d", c[cBytesWritten], size)
+	}
+	b, err := os.ReadFile(src)
+	if err != nil || len(b) != size || b[size-1] != byte((size-1)%251) {
+		t.Errorf("source after writeback: %d bytes, %v", len(b), err)
+	}
+	s.mu.Lock()
+	for k, v := range s.sums {
+		if k.path == p && k.pid != child {
+			t.Errorf("I/O of the mapping counted for pid %d, not the child %d: %v", k.pid, child, *v)
+		}
+	}
+	s.mu.Unlock()
+	s.check()
+}
+
 // fio runs fio with --thread (its jobs are threads of its own process) and
 // returns its pid and the bytes it reports for kind ("read" or "write").
 func fio(t *testing.T, kind string, args ...string) (uint32, uint64) {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // The mount is served by this test process, and a page fault on it must
@@ -30,11 +32,15 @@ func TestMain(m *testing.M) {
 
 // mmapChild maps path rounds times and copies it out 1 MiB at a time; with
 // a reference file it also checks every byte. spec: "rounds path [ref]".
+// With rounds -1 it writes the mapping instead (MAP_SHARED, msync).
 func mmapChild(spec string) error {
 	var rounds int
 	var path, ref string
 	if n, _ := fmt.Sscan(spec, &rounds, &path, &ref); n < 2 {
 		return fmt.Errorf("bad spec %q", spec)
+	}
+	if rounds < 0 {
+		return mmapWrite(path)
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -66,6 +72,29 @@ func mmapChild(spec string) error {
 		syscall.Munmap(mp)
 	}
 	return nil
+}
+
+func mmapWrite(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	mp, err := syscall.Mmap(int(f.Fd()), 0, int(st.Size()), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		return err
+	}
+	for i := range mp {
+		mp[i] = byte(i % 251)
+	}
+	if err := unix.Msync(mp, unix.MS_SYNC); err != nil {
+		return err
+	}
+	return syscall.Munmap(mp)
 }
 
 // runMmapChild maps path in a child process and returns its pid.
