@@ -117,6 +117,7 @@ type sampler struct {
 	ln   *net.UnixListener
 
 	mu      sync.Mutex
+	conns   []*net.UnixConn
 	hellos  []hello
 	sums    map[key]*Counters
 	byes    int
@@ -153,7 +154,20 @@ func (s *sampler) accept() {
 		if err != nil {
 			return
 		}
+		s.mu.Lock()
+		s.conns = append(s.conns, c)
+		s.mu.Unlock()
 		go s.serve(c)
+	}
+}
+
+// close stops the sampler as a restart would: listener and connections.
+func (s *sampler) close() {
+	s.ln.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.conns {
+		c.Close()
 	}
 }
 

@@ -58,7 +58,7 @@ func DefaultConfig() Config {
 // RegisterFlags registers the flags; the mount point is the argument.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Source, "source", c.Source, "directory to pass through (required)")
-	fs.StringVar(&c.Socket, "socket", c.Socket, "the sampler's appio socket (default from $"+SocketEnv+", else "+DefaultSocket+")")
+	fs.StringVar(&c.Socket, "socket", c.Socket, "the sampler's appio socket ($"+SocketEnv+" sets the default)")
 	fs.Var(&c.Interval, "interval", "reporting interval, aligned to wall-clock multiples")
 	fs.BoolVar(&c.AllowOther, "allow-other", c.AllowOther, "let other users use the mount (needs user_allow_other in /etc/fuse.conf unless root; permissions are checked by the kernel)")
 	fs.IntVar(&c.MaxFiles, "max-files", c.MaxFiles, "files tracked at once; beyond, I/O counts as \"other files\"")

@@ -345,6 +345,38 @@ func TestFio(t *testing.T) {
 	s.check()
 }
 
+// TestSamplerRestart: when the sampler goes away and comes back on the same
+// socket, the later intervals reach the new one (with a new HELLO and FILEs).
+func TestSamplerRestart(t *testing.T) {
+	s1 := newSampler(t)
+	m := mountT(t, s1.path)
+	p := filepath.Join(m.mnt, "f")
+	if err := os.WriteFile(p, []byte("first"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s1.wait(p, pid(), "before the restart", func(c Counters) bool { return c[cBytesWritten] == 5 })
+	s1.close()
+	os.Remove(s1.path)
+	s2 := newSamplerAt(t, s1.path)
+	// The first interval after the restart finds the old connection dead
+	// (dropped); the next ones go to the new sampler.
+	deadline := time.Now().Add(10 * time.Second)
+	for s2.get(p, pid())[cBytesWritten] == 0 {
+		if err := os.WriteFile(p, []byte("second"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing reached the restarted sampler in 10s (stats: %d connects, %d send errors)",
+				m.Stats().Connects.Load(), m.Stats().SendErrors.Load())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := m.Stats().Connects.Load(); n != 2 {
+		t.Errorf("%d connections, want 2", n)
+	}
+	s2.check()
+}
+
 // TestNoSampler: with nobody listening the file system works and the
 // intervals are dropped and counted, never waited for.
 func TestNoSampler(t *testing.T) {

@@ -127,7 +127,7 @@ type reporter struct {
 	stats    *ReportStats
 
 	conn     *net.UnixConn
-	lastDial time.Time
+	failedAt time.Time          // of the last failed dial; zero after a success
 	ids      map[idKey]*idEntry // (path, pid) -> file_id on this connection
 	nextID   uint32
 	gen      uint64
@@ -247,17 +247,19 @@ func (r *reporter) prune() {
 	}
 }
 
-// dial connects and says HELLO, at most every redialEvery.
+// dial connects and says HELLO. After a failed attempt the next waits
+// redialEvery; a lost connection is dialled again at the next interval.
 func (r *reporter) dial() bool {
-	if !r.lastDial.IsZero() && time.Since(r.lastDial) < redialEvery {
+	if !r.failedAt.IsZero() && time.Since(r.failedAt) < redialEvery {
 		return false
 	}
-	r.lastDial = time.Now()
 	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: r.socket, Net: "unixpacket"})
 	if err != nil {
+		r.failedAt = time.Now()
 		r.log.Debug("no sampler on the appio socket", "socket", r.socket, "err", err)
 		return false
 	}
+	r.failedAt = time.Time{}
 	r.conn = c
 	r.ids = make(map[idKey]*idEntry)
 	r.nextID = 0

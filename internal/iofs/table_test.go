@@ -146,7 +146,7 @@ func TestReporterSplitsAndReconnects(t *testing.T) {
 	}
 
 	s := newSamplerAt(t, sock)
-	r.lastDial = time.Time{} // skip the 10 s redial wait
+	r.failedAt = time.Time{} // skip the 10 s redial wait
 	n := 3*maxRecords + 5
 	r.offer(mk(n))
 	r.offer(mk(n))
