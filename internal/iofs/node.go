@@ -50,7 +50,10 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if errno != 0 {
 		return nil, 0, errno
 	}
-	h := n.fsys.newHandle(ctx, fh, n.path(""))
+	h, ok := n.fsys.newHandle(ctx, fh, n.path(""))
+	if !ok {
+		return fh, fl, 0
+	}
 	n.fsys.table.op(h.f, h.opener, cOpens, int64(time.Since(start)))
 	return h, fl | n.fsys.openFlags.Load(), 0
 }
@@ -62,7 +65,10 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
-	h := n.fsys.newHandle(ctx, fh, n.path(name))
+	h, ok := n.fsys.newHandle(ctx, fh, n.path(name))
+	if !ok {
+		return ch, fh, fl, 0
+	}
 	n.fsys.table.op(h.f, h.opener, cOpens, int64(time.Since(start)))
 	return ch, h, fl | n.fsys.openFlags.Load(), 0
 }
@@ -74,7 +80,10 @@ func (n *node) Tmpfile(ctx context.Context, flags, mode uint32, out *fuse.EntryO
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
-	h := n.fsys.newHandle(ctx, fh, n.path(""))
+	h, ok := n.fsys.newHandle(ctx, fh, n.path(""))
+	if !ok {
+		return ch, fh, fl, 0
+	}
 	n.fsys.table.op(h.f, h.opener, cOpens, int64(time.Since(start)))
 	return ch, h, fl | n.fsys.openFlags.Load(), 0
 }
@@ -163,11 +172,19 @@ var (
 	_ fs.FilePassthroughFder = (*handle)(nil)
 )
 
-func (fsys *FS) newHandle(ctx context.Context, fh fs.FileHandle, path string) *handle {
-	lf := fh.(*fs.LoopbackFile)
-	fd, _ := lf.PassthroughFd() // owned by lf until Release
+// newHandle wraps the loopback's handle; another kind (none today) is
+// passed through uncounted rather than failing the open.
+func (fsys *FS) newHandle(ctx context.Context, fh fs.FileHandle, path string) (*handle, bool) {
+	lf, ok := fh.(*fs.LoopbackFile)
+	if !ok {
+		return nil, false
+	}
+	fd, ok := lf.PassthroughFd() // owned by lf until Release
+	if !ok {
+		return nil, false
+	}
 	return &handle{LoopbackFile: lf, fsys: fsys, f: fsys.table.acquire(path), fd: fd,
-		opener: fsys.callerPid(ctx), lastEnd: -1}
+		opener: fsys.callerPid(ctx), lastEnd: -1}, true
 }
 
 // pid is the process the request counts for: the caller's, or the opener's
