@@ -3,6 +3,7 @@ module github.com/vigil-hpc/vigil
 go 1.26.8
 
 require (
+	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/parquet-go/parquet-go v0.32.0
 	github.com/pelletier/go-toml/v2 v2.4.3
 	github.com/prometheus/exporter-toolkit v0.20.0
@@ -105,7 +106,7 @@ require (
 	golang.org/x/net v0.57.0
 	golang.org/x/oauth2 v0.36.0 // indirect
 	golang.org/x/sync v0.22.0
-	golang.org/x/sys v0.47.0 // indirect
+	golang.org/x/sys v0.47.0
 	golang.org/x/text v0.41.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/api v0.250.0 // indirect

@@ -1,0 +1,293 @@
+package iofs
+
+// A minimal encoder and sender of the appio protocol (docs/format/appio.md):
+// HELLO, FILE, INTERVAL and BYE over a SOCK_SEQPACKET Unix socket. It is
+// kept in this one file so it can be swapped for internal/appio's.
+
+import (
+	"encoding/binary"
+	"log/slog"
+	"net"
+	"os"
+	"sync/atomic"
+	"time"
+)
+
+// Protocol constants of the appio contract.
+const (
+	msgHello    = 1
+	msgFile     = 2
+	msgInterval = 3
+	msgBye      = 4
+
+	headerLen    = 12
+	maxMessage   = 65536
+	maxString    = 4096
+	recordLen    = 4 + 4 + NumCounters*8
+	intervalHead = 8 + 8 + 4
+	// maxRecords is how many records one INTERVAL message holds.
+	maxRecords = (maxMessage - headerLen - intervalHead) / recordLen
+
+	flagIofs = 1 // FILE flag: counts are per calling pid
+)
+
+// appendHeader appends a message header for a payload of n bytes.
+func appendHeader(dst []byte, typ uint16, n int) []byte {
+	dst = append(dst, 'V', 'I', 'O', '1')
+	dst = binary.LittleEndian.AppendUint16(dst, 1)
+	dst = binary.LittleEndian.AppendUint16(dst, typ)
+	return binary.LittleEndian.AppendUint32(dst, uint32(n))
+}
+
+func appendString(dst []byte, s string) []byte {
+	if len(s) > maxString {
+		s = s[:maxString]
+	}
+	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(s)))
+	return append(dst, s...)
+}
+
+func clip(s string) string {
+	if len(s) > maxString {
+		return s[:maxString]
+	}
+	return s
+}
+
+// AppendHello appends a HELLO message.
+func AppendHello(dst []byte, rank int32, interval time.Duration, exe, jobID, client string) []byte {
+	exe, jobID, client = clip(exe), clip(jobID), clip(client)
+	dst = appendHeader(dst, msgHello, 4+4+6+len(exe)+len(jobID)+len(client))
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(rank))
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(interval/time.Millisecond))
+	dst = appendString(dst, exe)
+	dst = appendString(dst, jobID)
+	return appendString(dst, client)
+}
+
+// AppendFile appends a FILE message; path must be at most 4096 bytes.
+func AppendFile(dst []byte, id, flags, pid uint32, path string) []byte {
+	path = clip(path)
+	dst = appendHeader(dst, msgFile, 12+2+len(path))
+	dst = binary.LittleEndian.AppendUint32(dst, id)
+	dst = binary.LittleEndian.AppendUint32(dst, flags)
+	dst = binary.LittleEndian.AppendUint32(dst, pid)
+	return appendString(dst, path)
+}
+
+// WireRecord is one INTERVAL record.
+type WireRecord struct {
+	ID  uint32
+	Pid uint32
+	C   *Counters
+}
+
+// AppendInterval appends an INTERVAL message of at most maxRecords records.
+func AppendInterval(dst []byte, start, end time.Time, recs []WireRecord) []byte {
+	dst = appendHeader(dst, msgInterval, intervalHead+len(recs)*recordLen)
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(start.UnixNano()))
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(end.UnixNano()))
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(recs)))
+	for _, r := range recs {
+		dst = binary.LittleEndian.AppendUint32(dst, r.ID)
+		dst = binary.LittleEndian.AppendUint32(dst, r.Pid)
+		for _, v := range r.C {
+			dst = binary.LittleEndian.AppendUint64(dst, v)
+		}
+	}
+	return dst
+}
+
+// AppendBye appends a BYE message.
+func AppendBye(dst []byte) []byte { return appendHeader(dst, msgBye, 0) }
+
+// batch is one interval's records, or the goodbye.
+type batch struct {
+	start, end time.Time
+	recs       []Record
+	bye        bool
+}
+
+// ReportStats count the reporter's work; read them with Load.
+type ReportStats struct {
+	Intervals  atomic.Uint64 // intervals sent
+	Dropped    atomic.Uint64 // intervals dropped: queue full or no sampler
+	Connects   atomic.Uint64 // connections made
+	SendErrors atomic.Uint64 // connections lost on a write
+}
+
+// reporter sends batches to the sampler from its own goroutine: the file
+// system hands a batch over a bounded queue and never waits for the socket.
+type reporter struct {
+	socket   string
+	interval time.Duration
+	log      *slog.Logger
+	q        chan batch
+	done     chan struct{}
+	stats    *ReportStats
+
+	conn     *net.UnixConn
+	failedAt time.Time          // of the last failed dial; zero after a success
+	ids      map[idKey]*idEntry // (path, pid) -> file_id on this connection
+	nextID   uint32
+	gen      uint64
+	buf      []byte
+	wire     []WireRecord
+}
+
+type idKey struct {
+	path string
+	pid  uint32
+}
+
+type idEntry struct {
+	id   uint32
+	used uint64
+}
+
+// redialEvery bounds reconnection attempts while no sampler listens.
+const redialEvery = 10 * time.Second
+
+// writeTimeout bounds a send to a sampler that stopped reading.
+const writeTimeout = time.Second
+
+func newReporter(socket string, interval time.Duration, log *slog.Logger, stats *ReportStats) *reporter {
+	return &reporter{socket: socket, interval: interval, log: log, q: make(chan batch, 8),
+		done: make(chan struct{}), stats: stats}
+}
+
+// offer queues a batch without waiting; a full queue drops it.
+func (r *reporter) offer(b batch) {
+	select {
+	case r.q <- b:
+	default:
+		r.stats.Dropped.Add(1)
+	}
+}
+
+// run sends batches until the queue is closed.
+func (r *reporter) run() {
+	defer close(r.done)
+	for b := range r.q {
+		r.send(b)
+	}
+	if r.conn != nil {
+		r.conn.Close()
+	}
+}
+
+func (r *reporter) send(b batch) {
+	if b.bye && r.conn == nil {
+		return // nobody to say goodbye to
+	}
+	if r.conn == nil && !r.dial() {
+		r.stats.Dropped.Add(1)
+		return
+	}
+	if !r.sendRecords(b) {
+		r.stats.Dropped.Add(1)
+		return
+	}
+	if b.bye {
+		r.write(AppendBye(r.buf[:0]))
+		return
+	}
+	r.stats.Intervals.Add(1)
+	r.prune()
+}
+
+// sendRecords sends the FILE messages of pairs new on this connection,
+// then the records in as many INTERVAL messages as they need. An interval
+// with nothing to report sends nothing.
+func (r *reporter) sendRecords(b batch) bool {
+	r.gen++
+	r.wire = r.wire[:0]
+	for i := range b.recs {
+		rec := &b.recs[i]
+		if rec.C == (Counters{}) {
+			continue
+		}
+		id := uint32(0) // the fold, and paths too long for the protocol
+		if rec.Path != "" && len(rec.Path) <= maxString {
+			k := idKey{rec.Path, rec.Pid}
+			e := r.ids[k]
+			if e == nil {
+				r.nextID++
+				e = &idEntry{id: r.nextID}
+				r.ids[k] = e
+				if !r.write(AppendFile(r.buf[:0], e.id, flagIofs, rec.Pid, rec.Path)) {
+					return false
+				}
+			}
+			e.used = r.gen
+			id = e.id
+		}
+		r.wire = append(r.wire, WireRecord{ID: id, Pid: rec.Pid, C: &rec.C})
+	}
+	for w := r.wire; len(w) > 0; {
+		n := min(len(w), maxRecords)
+		if !r.write(AppendInterval(r.buf[:0], b.start, b.end, w[:n])) {
+			return false
+		}
+		w = w[n:]
+	}
+	return true
+}
+
+// prune forgets the file ids of pairs idle for a minute (a later record
+// gets a new id and FILE message; ids are never reused on a connection).
+func (r *reporter) prune() {
+	if r.gen%64 != 0 {
+		return
+	}
+	for k, e := range r.ids {
+		if e.used+60 < r.gen {
+			delete(r.ids, k)
+		}
+	}
+}
+
+// dial connects and says HELLO. After a failed attempt the next waits
+// redialEvery; a lost connection is dialled again at the next interval.
+func (r *reporter) dial() bool {
+	if !r.failedAt.IsZero() && time.Since(r.failedAt) < redialEvery {
+		return false
+	}
+	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: r.socket, Net: "unixpacket"})
+	if err != nil {
+		r.failedAt = time.Now()
+		r.log.Debug("no sampler on the appio socket", "socket", r.socket, "err", err)
+		return false
+	}
+	r.failedAt = time.Time{}
+	r.conn = c
+	r.ids = make(map[idKey]*idEntry)
+	r.nextID = 0
+	exe, _ := os.Executable()
+	if !r.write(AppendHello(r.buf[:0], -1, r.interval, exe, os.Getenv("SLURM_JOB_ID"), "vigil iofs")) {
+		return false
+	}
+	r.stats.Connects.Add(1)
+	r.log.Info("reporting to the sampler", "socket", r.socket)
+	return true
+}
+
+// write sends one message; an error closes the connection.
+func (r *reporter) write(msg []byte) bool {
+	r.buf = msg[:0]
+	r.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if _, err := r.conn.Write(msg); err != nil {
+		r.log.Warn("appio socket write failed; reconnecting later", "socket", r.socket, "err", err)
+		r.stats.SendErrors.Add(1)
+		r.conn.Close()
+		r.conn = nil
+		return false
+	}
+	return true
+}
+
+// close sends the goodbye and waits for the queue to drain.
+func (r *reporter) close() {
+	close(r.q)
+	<-r.done
+}
