@@ -1,78 +1,41 @@
 package iofs
 
-// A minimal encoder and sender of the appio protocol (docs/format/appio.md):
-// HELLO, FILE, INTERVAL and BYE over a SOCK_SEQPACKET Unix socket. It is
-// kept in this one file so it can be swapped for internal/appio's.
+// The sender of the appio protocol (docs/format/appio.md): HELLO, FILE,
+// INTERVAL and BYE over a SOCK_SEQPACKET Unix socket, encoded by package
+// appio as the sampler decodes them.
 
 import (
-	"encoding/binary"
 	"log/slog"
 	"net"
 	"os"
 	"sync/atomic"
 	"time"
+
+	"github.com/vigil-hpc/vigil/internal/appio"
 )
 
-// Protocol constants of the appio contract.
+// Protocol constants of the appio contract (package appio).
 const (
-	msgHello    = 1
-	msgFile     = 2
-	msgInterval = 3
-	msgBye      = 4
-
-	headerLen    = 12
-	maxMessage   = 65536
-	maxString    = 4096
-	recordLen    = 4 + 4 + NumCounters*8
-	intervalHead = 8 + 8 + 4
-	// maxRecords is how many records one INTERVAL message holds.
-	maxRecords = (maxMessage - headerLen - intervalHead) / recordLen
-
-	flagIofs = 1 // FILE flag: counts are per calling pid
+	maxRecords = appio.MaxRecords
+	flagIofs   = appio.FlagIOFS // FILE flag: counts are per calling pid
 )
 
-// appendHeader appends a message header for a payload of n bytes.
-func appendHeader(dst []byte, typ uint16, n int) []byte {
-	dst = append(dst, 'V', 'I', 'O', '1')
-	dst = binary.LittleEndian.AppendUint16(dst, 1)
-	dst = binary.LittleEndian.AppendUint16(dst, typ)
-	return binary.LittleEndian.AppendUint32(dst, uint32(n))
-}
-
-func appendString(dst []byte, s string) []byte {
-	if len(s) > maxString {
-		s = s[:maxString]
-	}
-	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(s)))
-	return append(dst, s...)
+// AppendHello appends a HELLO message.
+func AppendHello(dst []byte, rank int32, interval time.Duration, exe, jobID, client string) []byte {
+	return appio.AppendHello(dst, appio.Hello{Rank: rank, IntervalMS: uint32(interval / time.Millisecond),
+		Exe: clip(exe), JobID: clip(jobID), Client: clip(client)})
 }
 
 func clip(s string) string {
-	if len(s) > maxString {
-		return s[:maxString]
+	if len(s) > appio.MaxString {
+		return s[:appio.MaxString]
 	}
 	return s
 }
 
-// AppendHello appends a HELLO message.
-func AppendHello(dst []byte, rank int32, interval time.Duration, exe, jobID, client string) []byte {
-	exe, jobID, client = clip(exe), clip(jobID), clip(client)
-	dst = appendHeader(dst, msgHello, 4+4+6+len(exe)+len(jobID)+len(client))
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(rank))
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(interval/time.Millisecond))
-	dst = appendString(dst, exe)
-	dst = appendString(dst, jobID)
-	return appendString(dst, client)
-}
-
-// AppendFile appends a FILE message; path must be at most 4096 bytes.
+// AppendFile appends a FILE message; a longer path is cut to 4096 bytes.
 func AppendFile(dst []byte, id, flags, pid uint32, path string) []byte {
-	path = clip(path)
-	dst = appendHeader(dst, msgFile, 12+2+len(path))
-	dst = binary.LittleEndian.AppendUint32(dst, id)
-	dst = binary.LittleEndian.AppendUint32(dst, flags)
-	dst = binary.LittleEndian.AppendUint32(dst, pid)
-	return appendString(dst, path)
+	return appio.AppendFile(dst, appio.File{ID: id, Flags: flags, PID: pid, Path: clip(path)})
 }
 
 // WireRecord is one INTERVAL record.
@@ -84,22 +47,15 @@ type WireRecord struct {
 
 // AppendInterval appends an INTERVAL message of at most maxRecords records.
 func AppendInterval(dst []byte, start, end time.Time, recs []WireRecord) []byte {
-	dst = appendHeader(dst, msgInterval, intervalHead+len(recs)*recordLen)
-	dst = binary.LittleEndian.AppendUint64(dst, uint64(start.UnixNano()))
-	dst = binary.LittleEndian.AppendUint64(dst, uint64(end.UnixNano()))
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(recs)))
-	for _, r := range recs {
-		dst = binary.LittleEndian.AppendUint32(dst, r.ID)
-		dst = binary.LittleEndian.AppendUint32(dst, r.Pid)
-		for _, v := range r.C {
-			dst = binary.LittleEndian.AppendUint64(dst, v)
-		}
+	rs := make([]appio.Record, len(recs))
+	for i, r := range recs {
+		rs[i] = appio.Record{FileID: r.ID, PID: r.Pid, C: *r.C}
 	}
-	return dst
+	return appio.AppendInterval(dst, uint64(start.UnixNano()), uint64(end.UnixNano()), rs)
 }
 
 // AppendBye appends a BYE message.
-func AppendBye(dst []byte) []byte { return appendHeader(dst, msgBye, 0) }
+func AppendBye(dst []byte) []byte { return appio.AppendBye(dst) }
 
 // batch is one interval's records, or the goodbye.
 type batch struct {
@@ -208,7 +164,7 @@ func (r *reporter) sendRecords(b batch) bool {
 			continue
 		}
 		id := uint32(0) // the fold, and paths too long for the protocol
-		if rec.Path != "" && len(rec.Path) <= maxString {
+		if rec.Path != "" && len(rec.Path) <= appio.MaxString {
 			k := idKey{rec.Path, rec.Pid}
 			e := r.ids[k]
 			if e == nil {

@@ -2,6 +2,8 @@ package iofs
 
 import (
 	"sync"
+
+	"github.com/vigil-hpc/vigil/internal/appio"
 )
 
 // Counter indices, in the order of the appio contract (docs/format/appio.md).
@@ -33,30 +35,15 @@ const (
 type Counters [NumCounters]uint64
 
 // sizeBucket is the histogram bucket of an access of n bytes, with
-// Darshan's bounds: [0,100), [100,1K), [1K,10K), [10K,100K), [100K,1M),
-// [1M,4M), [4M,10M), [10M,100M), [100M,1G), [1G,∞).
+// sizeBucket is the access-size bucket of n bytes: Darshan's bounds with
+// inclusive upper bounds and K = 1024, as every appio reporter counts them.
 func sizeBucket(n uint64) int {
-	switch {
-	case n < 100:
-		return 0
-	case n < 1000:
-		return 1
-	case n < 10_000:
-		return 2
-	case n < 100_000:
-		return 3
-	case n < 1_000_000:
-		return 4
-	case n < 4_000_000:
-		return 5
-	case n < 10_000_000:
-		return 6
-	case n < 100_000_000:
-		return 7
-	case n < 1_000_000_000:
-		return 8
+	for i, b := range appio.BucketBounds {
+		if n <= b {
+			return i
+		}
 	}
-	return 9
+	return appio.NBuckets - 1
 }
 
 // file is one path seen through the mount. Handles point at it while
