@@ -729,6 +729,23 @@ static void start_reporter(void)
 	(void)err; /* without a reporter the final flush at exit still sends */
 }
 
+/* Before exec: the image's counts so far, then BYE (the new image reconnects). */
+void vio_before_exec(void)
+{
+	if (!vio_enabled || !__atomic_load_n(&rep_started, __ATOMIC_RELAXED))
+		return;
+	int e = errno;
+	pthread_mutex_lock(&rep_mu);
+	if (!__atomic_load_n(&finished, __ATOMIC_RELAXED)) {
+		uint64_t now = wall_ns();
+		flush(now / interval_ns * interval_ns, now, 1);
+		drop_conn();
+		ever_tried = 0; /* if exec fails, the next flush reconnects */
+	}
+	pthread_mutex_unlock(&rep_mu);
+	errno = e;
+}
+
 /* ---- fork, constructor, destructor ---- */
 
 static void atfork_child(void)

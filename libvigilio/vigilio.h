@@ -55,6 +55,7 @@ int vio_path_slot(int dirfd, const char *path);
 void vio_mmap_add(void *addr, size_t len, int slot);
 int vio_mmap_find(void *addr, int forget);
 void vio_resolve(void);
+void vio_before_exec(void);
 int vio_in_lib(void);
 
 #endif

@@ -54,7 +54,8 @@ void closefrom(int);
 	X(__fxstatat) X(__fxstatat64) X(copy_file_range) X(sendfile) X(sendfile64) \
 	X(fopen) X(fopen64) X(fdopen) X(freopen) X(freopen64) X(fread) X(__fread_chk) X(fwrite) X(fgets) \
 	X(__fgets_chk) X(fputs) X(vfprintf) X(__vfprintf_chk) X(fflush) X(fclose) X(fseek) X(fseeko) \
-	X(fseeko64) X(ftell) X(ftello) X(ftello64) X(rewind)
+	X(fseeko64) X(ftell) X(ftello) X(ftello64) X(rewind) \
+	X(execve) X(execv) X(execvp) X(execvpe) X(fexecve)
 
 #define DECLARE(name) static __typeof__(name) *real_##name;
 REALS(DECLARE)
@@ -763,4 +764,112 @@ VIO_EXPORT void rewind(FILE *f)
 	int e = errno;
 	vio_seeked(fd, s, 0, now_ns() - t0);
 	errno = e;
+}
+
+/* ---- exec: flush first, exec does not run destructors ---- */
+
+VIO_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+	NEED(execve, (int)syscall(SYS_execve, path, argv, envp));
+	vio_before_exec();
+	return real_execve(path, argv, envp);
+}
+
+VIO_EXPORT int execv(const char *path, char *const argv[])
+{
+	NEED(execv, ENOSYS_INT);
+	vio_before_exec();
+	return real_execv(path, argv);
+}
+
+VIO_EXPORT int execvp(const char *file, char *const argv[])
+{
+	NEED(execvp, ENOSYS_INT);
+	vio_before_exec();
+	return real_execvp(file, argv);
+}
+
+VIO_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	NEED(execvpe, ENOSYS_INT);
+	vio_before_exec();
+	return real_execvpe(file, argv, envp);
+}
+
+VIO_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	NEED(fexecve, ENOSYS_INT);
+	vio_before_exec();
+	return real_fexecve(fd, argv, envp);
+}
+
+#define MAX_EXEC_ARGS 65536
+
+/* Collects execl's arguments after arg0 (up to the NULL) into argv; -1 if too many. */
+#define COLLECT_ARGS(ap, arg0, argv, n) \
+	do { \
+		va_list cp_; \
+		va_copy(cp_, ap); \
+		n = 1; \
+		while (n < MAX_EXEC_ARGS && va_arg(cp_, char *)) \
+			n++; \
+		va_end(cp_); \
+	} while (0)
+
+VIO_EXPORT int execl(const char *path, const char *arg0, ...)
+{
+	va_list ap;
+	size_t n;
+	va_start(ap, arg0);
+	COLLECT_ARGS(ap, arg0, argv, n);
+	if (n >= MAX_EXEC_ARGS) {
+		va_end(ap);
+		errno = E2BIG;
+		return -1;
+	}
+	char *argv[n + 1];
+	argv[0] = (char *)arg0;
+	for (size_t i = 1; i <= n; i++)
+		argv[i] = va_arg(ap, char *);
+	va_end(ap);
+	return execv(path, argv);
+}
+
+VIO_EXPORT int execlp(const char *file, const char *arg0, ...)
+{
+	va_list ap;
+	size_t n;
+	va_start(ap, arg0);
+	COLLECT_ARGS(ap, arg0, argv, n);
+	if (n >= MAX_EXEC_ARGS) {
+		va_end(ap);
+		errno = E2BIG;
+		return -1;
+	}
+	char *argv[n + 1];
+	argv[0] = (char *)arg0;
+	for (size_t i = 1; i <= n; i++)
+		argv[i] = va_arg(ap, char *);
+	va_end(ap);
+	return execvp(file, argv);
+}
+
+VIO_EXPORT int execle(const char *path, const char *arg0, ...)
+{
+	va_list ap;
+	size_t n;
+	va_start(ap, arg0);
+	COLLECT_ARGS(ap, arg0, argv, n);
+	if (n >= MAX_EXEC_ARGS) {
+		va_end(ap);
+		errno = E2BIG;
+		return -1;
+	}
+	char *argv[n + 1];
+	argv[0] = (char *)arg0;
+	for (size_t i = 1; i <= n; i++)
+		argv[i] = va_arg(ap, char *);
+	char *const *envp = va_arg(ap, char *const *);
+	va_end(ap);
+	return execve(path, argv, envp);
 }
