@@ -42,6 +42,11 @@
 uint16_t vio_fd_slot[MAX_FDS];
 int vio_enabled;
 int vio_sock_fd = -1;
+int vio_use_tsc;
+uint32_t vio_sample_every = 4;
+__thread uint32_t vio_countdown __attribute__((tls_model("initial-exec")));
+static __thread uint32_t tls_rand __attribute__((tls_model("initial-exec")));
+static uint64_t tsc0, mono0; /* a TSC reading and CLOCK_MONOTONIC taken together at start */
 
 static int64_t fd_pos[MAX_FDS];  /* file position as seen by read/write/lseek */
 static int64_t fd_end[MAX_FDS];  /* end of the last access + 1; 0 = none yet */
@@ -268,6 +273,21 @@ void vio_seeked(int fd, int slot, off_t pos, uint64_t ns)
 		__atomic_store_n(&fd_pos[fd], (int64_t)pos, __ATOMIC_RELAXED);
 }
 
+/* Calls until the thread's next timed one: uniform in [1, 2N-1], mean N. */
+uint32_t vio_next_countdown(void)
+{
+	if (vio_sample_every <= 1)
+		return 1;
+	uint32_t x = tls_rand;
+	if (!x)
+		x = (uint32_t)(uintptr_t)&x ^ (uint32_t)now_ns() ^ 0x9e3779b9u;
+	x ^= x << 13; /* xorshift32 */
+	x ^= x >> 17;
+	x ^= x << 5;
+	tls_rand = x ? x : 1;
+	return 1 + x % (2 * vio_sample_every - 1);
+}
+
 /* ---- paths ---- */
 
 static int prefix_match(const char *p, size_t n, const struct prefix *x)
@@ -384,6 +404,12 @@ int vio_path_slot(int dirfd, const char *path)
 	char buf[4097];
 	if (!vio_enabled || !path)
 		return -1;
+	if (path[0] == '/') { /* the common case needs no copy */
+		size_t n = strnlen(path, sizeof buf);
+		if (n >= sizeof buf || excluded(path, n))
+			return -1;
+		return file_slot(path, n);
+	}
 	int n = absolute(dirfd, path, buf, sizeof buf);
 	if (n < 0 || excluded(buf, (size_t)n))
 		return -1;
@@ -647,9 +673,20 @@ static void flush(uint64_t start, uint64_t end, int bye)
 	unsigned char file[HDR + 14 + 4096];
 	put64(msg + HDR, start);
 	put64(msg + HDR + 8, end);
+	double ns_per_tick = 1;
+#if defined(__x86_64__) || defined(__i386__)
+	if (vio_use_tsc) {
+		uint64_t t = __rdtsc(), m = now_ns();
+		if (t > tsc0 && m > mono0)
+			ns_per_tick = (double)(m - mono0) / (double)(t - tsc0);
+	}
+#endif
 	for (uint32_t s = 0; s < n; s++) {
 		if (!collect(s) || conn_fd < 0)
 			continue; /* not connected: the deltas are dropped */
+		delta[C_READ_NS] = (uint64_t)((double)delta[C_READ_NS] * ns_per_tick);
+		delta[C_WRITE_NS] = (uint64_t)((double)delta[C_WRITE_NS] * ns_per_tick);
+		delta[C_META_NS] = (uint64_t)((double)delta[C_META_NS] * ns_per_tick);
 		if (s > 0 && sent_gen[s] != conn_gen) {
 			put32(file + HDR, s);
 			put32(file + HDR + 4, 0);
@@ -792,9 +829,29 @@ static void add_prefixes(const char *list, int include, size_t *used)
 	}
 }
 
+/* The TSC counts time when its rate is constant and it runs in sleep states. */
+static int invariant_tsc(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	unsigned a, b, c, d;
+	__asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0x80000000u), "c"(0));
+	if (a < 0x80000007u)
+		return 0;
+	__asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0x80000007u), "c"(0));
+	return (d >> 8) & 1;
+#else
+	return 0;
+#endif
+}
+
 __attribute__((constructor)) static void vio_init(void)
 {
 	vio_resolve();
+	if (invariant_tsc()) {
+		mono0 = now_ns();
+		tsc0 = __rdtsc();
+		vio_use_tsc = !getenv("VIGIL_IO_NO_TSC");
+	}
 	const char *v = getenv("VIGIL_IO_DISABLE");
 	if (v && *v && strcmp(v, "0") != 0)
 		return;
@@ -802,6 +859,11 @@ __attribute__((constructor)) static void vio_init(void)
 		long ms = strtol(v, NULL, 10);
 		if (ms >= 10 && ms <= 3600000)
 			interval_ns = (uint64_t)ms * 1000000u;
+	}
+	if ((v = getenv("VIGIL_IO_TIME_SAMPLE"))) {
+		long n = strtol(v, NULL, 10);
+		if (n >= 1 && n <= 1000000)
+			vio_sample_every = (uint32_t)n;
 	}
 	if ((v = getenv("VIGIL_APPIO_SOCKET")) && *v && strlen(v) < sizeof sock_path)
 		snprintf(sock_path, sizeof sock_path, "%s", v);

@@ -89,10 +89,11 @@ void vio_resolve(void)
 
 /* Times expr, a call on a counted fd or path, keeping its errno. */
 #define TIMED(type, r, expr) \
-	uint64_t t0_ = now_ns(); \
+	int timed_ = vio_sampled(); \
+	uint64_t t0_ = timed_ ? now_ticks() : 0; \
 	type r = expr; \
 	int e_ = errno; \
-	uint64_t dt_ = now_ns() - t0_
+	uint64_t dt_ = timed_ ? (now_ticks() - t0_) * vio_sample_every : 0
 
 static int stream_fd(FILE *f)
 {
@@ -759,11 +760,10 @@ VIO_EXPORT void rewind(FILE *f)
 		real_rewind(f);
 		return;
 	}
-	uint64_t t0 = now_ns();
-	real_rewind(f);
-	int e = errno;
-	vio_seeked(fd, s, 0, now_ns() - t0);
-	errno = e;
+	TIMED(int, r, (real_rewind(f), 0));
+	(void)r;
+	vio_seeked(fd, s, 0, dt_);
+	errno = e_;
 }
 
 /* ---- exec: flush first, exec does not run destructors ---- */
