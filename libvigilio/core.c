@@ -2,7 +2,7 @@
  * libvigilio core: the file table, per-thread counters and the reporter thread
  * that streams interval deltas to the node's sampler (docs/format/appio.md).
  *
- * Hot path: a wrapped call on a counted fd looks up vio_fd_slot[fd] and adds
+ * Hot path: a wrapped call on a counted fd looks up vio_fds[fd].slot and adds
  * to the calling thread's own counter block (no lock, no syscall besides the
  * wrapped one, no allocation). Counters only grow; the reporter keeps a
  * snapshot per block and sends the differences.
@@ -39,7 +39,7 @@
 #define RETRY_NS 10000000000ull /* reconnect at most every 10 s */
 #define SEND_BUDGET_MS 200     /* per flush, so a stuck sampler never holds the reporter long */
 
-uint16_t vio_fd_slot[MAX_FDS];
+struct vio_fd vio_fds[MAX_FDS];
 int vio_enabled;
 int vio_sock_fd = -1;
 int vio_use_tsc;
@@ -48,8 +48,6 @@ __thread uint32_t vio_countdown __attribute__((tls_model("initial-exec")));
 static __thread uint32_t tls_rand __attribute__((tls_model("initial-exec")));
 static uint64_t tsc0, mono0; /* a TSC reading and CLOCK_MONOTONIC taken together at start */
 
-static int64_t fd_pos[MAX_FDS];  /* file position as seen by read/write/lseek */
-static int64_t fd_end[MAX_FDS];  /* end of the last access + 1; 0 = none yet */
 
 /* ---- configuration, read once in the constructor ---- */
 static uint64_t interval_ns = 1000000000ull;
@@ -69,9 +67,9 @@ struct block {
 	uint64_t *snap; /* the reporter's view of cur at the last flush */
 };
 static struct block blocks[MAX_BLOCKS + 1]; /* [MAX_BLOCKS] is the shared one */
-static __thread uint64_t *tls_cur __attribute__((tls_model("initial-exec")));
+__thread uint64_t *vio_tls_cur __attribute__((tls_model("initial-exec")));
 static __thread struct block *tls_blk __attribute__((tls_model("initial-exec")));
-static __thread int tls_atomic __attribute__((tls_model("initial-exec")));
+__thread int vio_tls_atomic __attribute__((tls_model("initial-exec")));
 static __thread int tls_busy __attribute__((tls_model("initial-exec")));
 static pthread_key_t blk_key;
 
@@ -90,7 +88,7 @@ static int nmaps;
 
 /* ---- reporter ---- */
 static pthread_mutex_t rep_mu = PTHREAD_MUTEX_INITIALIZER;
-static int rep_started;
+int vio_rep_started;
 static int finished;
 static int conn_fd = -1;
 static ino_t conn_ino;
@@ -118,12 +116,11 @@ static void spin_unlock(int *l)
 	__atomic_store_n(l, 0, __ATOMIC_RELEASE);
 }
 
-static void start_reporter(void);
 
 static void release_block(void *p)
 {
 	struct block *b = p;
-	tls_cur = NULL;
+	vio_tls_cur = NULL;
 	tls_blk = NULL;
 	__atomic_store_n(&b->state, B_FREE, __ATOMIC_RELEASE);
 }
@@ -136,7 +133,7 @@ static void *map_block(void)
 }
 
 /* The calling thread's counters: claims a block on first use. */
-static uint64_t *claim(void)
+uint64_t *vio_claim(void)
 {
 	if (tls_busy) /* a signal handler interrupted the claim */
 		goto shared;
@@ -161,11 +158,11 @@ static uint64_t *claim(void)
 			__atomic_store_n(&b->state, B_OWNED, __ATOMIC_RELEASE);
 		}
 		tls_blk = b;
-		tls_cur = b->cur;
-		tls_atomic = 0;
+		vio_tls_cur = b->cur;
+		vio_tls_atomic = 0;
 		pthread_setspecific(blk_key, b);
 		tls_busy = 0;
-		return tls_cur;
+		return vio_tls_cur;
 	}
 	tls_busy = 0;
 shared: {
@@ -183,94 +180,35 @@ shared: {
 			c = p;
 		}
 	}
-	tls_atomic = 1;
+	vio_tls_atomic = 1;
 	if (c && !tls_busy)
-		tls_cur = c;
+		vio_tls_cur = c;
 	return c;
 }
-}
-
-static inline uint64_t *counters(int slot)
-{
-	uint64_t *c = tls_cur;
-	if (unlikely(!__atomic_load_n(&rep_started, __ATOMIC_RELAXED)))
-		start_reporter();
-	if (unlikely(!c)) {
-		c = claim();
-		if (!c)
-			return NULL;
-	}
-	return c + (size_t)slot * NCOUNTERS;
-}
-
-static inline void add(uint64_t *c, int idx, uint64_t v)
-{
-	if (unlikely(tls_atomic))
-		__atomic_fetch_add(&c[idx], v, __ATOMIC_RELAXED);
-	else
-		__atomic_store_n(&c[idx], __atomic_load_n(&c[idx], __ATOMIC_RELAXED) + v, __ATOMIC_RELAXED);
-}
-
-static inline int bucket(uint64_t n)
-{
-	if (n < 100) return 0;
-	if (n < 1000) return 1;
-	if (n < 10000) return 2;
-	if (n < 100000) return 3;
-	if (n < 1000000) return 4;
-	if (n < 4000000) return 5;
-	if (n < 10000000) return 6;
-	if (n < 100000000) return 7;
-	if (n < 1000000000) return 8;
-	return 9;
 }
 
 void vio_count(int slot, int idx, uint64_t n)
 {
 	uint64_t *c;
-	if (slot < 0 || !(c = counters(slot)))
+	if (slot < 0 || !(c = vio_counters(slot)))
 		return;
-	add(c, idx, n);
+	vio_add(c, idx, n);
 }
 
 void vio_meta(int slot, int idx, uint64_t ns)
 {
 	uint64_t *c;
-	if (slot < 0 || !(c = counters(slot)))
+	if (slot < 0 || !(c = vio_counters(slot)))
 		return;
-	add(c, idx, 1);
-	add(c, C_META_NS, ns);
-}
-
-/* A read (write=0) or write of ret bytes at off (-1: at the fd's position). */
-void vio_io(int fd, int slot, int write, ssize_t ret, int64_t off, uint64_t ns)
-{
-	uint64_t *c;
-	if (slot < 0 || !(c = counters(slot)))
-		return;
-	add(c, write ? C_WRITES : C_READS, 1);
-	add(c, write ? C_WRITE_NS : C_READ_NS, ns);
-	if (ret < 0)
-		return;
-	if (ret > 0)
-		add(c, write ? C_BYTES_WRITTEN : C_BYTES_READ, (uint64_t)ret);
-	add(c, (write ? C_WHIST : C_RHIST) + bucket((uint64_t)ret), 1);
-	if ((unsigned)fd >= MAX_FDS)
-		return;
-	int64_t start = off >= 0 ? off : __atomic_load_n(&fd_pos[fd], __ATOMIC_RELAXED);
-	int64_t prev = __atomic_load_n(&fd_end[fd], __ATOMIC_RELAXED);
-	if (prev)
-		add(c, prev - 1 == start ? C_SEQ : C_RANDOM, 1);
-	__atomic_store_n(&fd_end[fd], start + ret + 1, __ATOMIC_RELAXED);
-	if (off < 0)
-		__atomic_store_n(&fd_pos[fd], start + ret, __ATOMIC_RELAXED);
+	vio_add(c, idx, 1);
+	vio_add(c, C_META_NS, ns);
 }
 
 void vio_seeked(int fd, int slot, off_t pos, uint64_t ns)
 {
 	vio_meta(slot, C_SEEKS, ns);
 	if (pos >= 0 && (unsigned)fd < MAX_FDS)
-		__atomic_store_n(&fd_pos[fd], (int64_t)pos, __ATOMIC_RELAXED);
+		__atomic_store_n(&vio_fds[fd].pos, (int64_t)pos, __ATOMIC_RELAXED);
 }
 
 /* Calls until the thread's next timed one: uniform in [1, 2N-1], mean N. */
@@ -424,9 +362,9 @@ void vio_opened(int fd, const char *path, int dirfd, int flags, uint64_t ns)
 	if (s < 0)
 		return;
 	if ((unsigned)fd < MAX_FDS) {
-		__atomic_store_n(&fd_pos[fd], 0, __ATOMIC_RELAXED);
-		__atomic_store_n(&fd_end[fd], 0, __ATOMIC_RELAXED);
-		__atomic_store_n(&vio_fd_slot[fd], (uint16_t)(s + 1), __ATOMIC_RELAXED);
+		__atomic_store_n(&vio_fds[fd].pos, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&vio_fds[fd].end, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&vio_fds[fd].slot, (uint32_t)(s + 1), __ATOMIC_RELAXED);
 	} else {
 		s = 0;
 	}
@@ -438,7 +376,7 @@ void vio_closing(int fd, uint64_t ns)
 	int s = fd_slot(fd);
 	if (s < 0)
 		return;
-	__atomic_store_n(&vio_fd_slot[fd], 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&vio_fds[fd].slot, 0, __ATOMIC_RELAXED);
 	vio_meta(s, C_CLOSES, ns);
 }
 
@@ -452,7 +390,7 @@ void vio_close_range(unsigned first, unsigned last, int cloexec_only)
 	if (last >= MAX_FDS)
 		last = MAX_FDS - 1;
 	for (unsigned fd = first; fd <= last; fd++)
-		if (vio_fd_slot[fd])
+		if (vio_fds[fd].slot)
 			vio_closing((int)fd, 0);
 }
 
@@ -462,14 +400,14 @@ void vio_dup(int oldfd, int newfd)
 		return;
 	if (newfd == __atomic_load_n(&vio_sock_fd, __ATOMIC_RELAXED))
 		__atomic_store_n(&conn_dead, 1, __ATOMIC_RELAXED);
-	if (vio_fd_slot[newfd])
+	if (vio_fds[newfd].slot)
 		vio_closing(newfd, 0); /* dup2 closed it */
 	int s = fd_slot(oldfd);
 	if (s < 0)
 		return;
-	__atomic_store_n(&fd_pos[newfd], __atomic_load_n(&fd_pos[oldfd], __ATOMIC_RELAXED), __ATOMIC_RELAXED);
-	__atomic_store_n(&fd_end[newfd], __atomic_load_n(&fd_end[oldfd], __ATOMIC_RELAXED), __ATOMIC_RELAXED);
-	__atomic_store_n(&vio_fd_slot[newfd], (uint16_t)(s + 1), __ATOMIC_RELAXED);
+	__atomic_store_n(&vio_fds[newfd].pos, __atomic_load_n(&vio_fds[oldfd].pos, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+	__atomic_store_n(&vio_fds[newfd].end, __atomic_load_n(&vio_fds[oldfd].end, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+	__atomic_store_n(&vio_fds[newfd].slot, (uint32_t)(s + 1), __ATOMIC_RELAXED);
 }
 
 void vio_mmap_add(void *addr, size_t len, int slot)
@@ -745,11 +683,11 @@ static void *reporter(void *arg)
 	}
 }
 
-static void start_reporter(void)
+void vio_start_reporter(void)
 {
 	int exp = 0;
 	if (!vio_enabled || __atomic_load_n(&finished, __ATOMIC_RELAXED) ||
-	    !__atomic_compare_exchange_n(&rep_started, &exp, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+	    !__atomic_compare_exchange_n(&vio_rep_started, &exp, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 		return;
 	/* The reporter takes no signals: the program's handlers run on its own threads. */
 	sigset_t all, old;
@@ -769,7 +707,7 @@ static void start_reporter(void)
 /* Before exec: the image's counts so far, then BYE (the new image reconnects). */
 void vio_before_exec(void)
 {
-	if (!vio_enabled || !__atomic_load_n(&rep_started, __ATOMIC_RELAXED))
+	if (!vio_enabled || !__atomic_load_n(&vio_rep_started, __ATOMIC_RELAXED))
 		return;
 	int e = errno;
 	pthread_mutex_lock(&rep_mu);
@@ -796,7 +734,7 @@ static void atfork_child(void)
 	__atomic_store_n(&vio_sock_fd, -1, __ATOMIC_RELAXED);
 	ever_tried = 0;
 	conn_gen++;
-	rep_started = 0;
+	vio_rep_started = 0;
 	for (int i = 0; i <= MAX_BLOCKS; i++) {
 		struct block *b = &blocks[i];
 		if (!b->cur)
@@ -899,7 +837,7 @@ __attribute__((destructor)) static void vio_fini(void)
 		return;
 	/* The final, partial interval and BYE; a program ending in _exit or a signal skips this. */
 	pthread_mutex_lock(&rep_mu);
-	if (!__atomic_load_n(&finished, __ATOMIC_RELAXED) && __atomic_load_n(&rep_started, __ATOMIC_RELAXED)) {
+	if (!__atomic_load_n(&finished, __ATOMIC_RELAXED) && __atomic_load_n(&vio_rep_started, __ATOMIC_RELAXED)) {
 		__atomic_store_n(&finished, 1, __ATOMIC_RELEASE);
 		uint64_t now = wall_ns();
 		flush(now / interval_ns * interval_ns, now, 1);

@@ -23,8 +23,13 @@ enum {
 #define MAX_FILES 4096   /* file slots per process; slot 0 is "other files" */
 #define MAX_FDS 65536    /* fds beyond this are counted in slot 0 */
 
-/* fd_slot[fd] = slot+1 of a counted fd, 0 when the fd is not counted. */
-extern uint16_t vio_fd_slot[MAX_FDS];
+/* Per fd, one cache line's worth together: a call touches as few pages as possible. */
+struct vio_fd {
+	int64_t pos;   /* file position as seen by read/write/lseek */
+	int64_t end;   /* end of the last access + 1; 0 = none yet */
+	uint32_t slot; /* file slot + 1; 0 = the fd is not counted */
+};
+extern struct vio_fd vio_fds[MAX_FDS];
 extern int vio_enabled;
 extern int vio_sock_fd;
 
@@ -32,7 +37,7 @@ static inline int fd_slot(int fd)
 {
 	if ((unsigned)fd >= MAX_FDS)
 		return -1;
-	return (int)__atomic_load_n(&vio_fd_slot[fd], __ATOMIC_RELAXED) - 1;
+	return (int)__atomic_load_n(&vio_fds[fd].slot, __ATOMIC_RELAXED) - 1;
 }
 
 static inline uint64_t now_ns(void)
@@ -85,7 +90,6 @@ static inline int vio_sampled(void)
 /* Accounting (core.c). slot < 0 means "not counted": the calls return at once. */
 void vio_count(int slot, int idx, uint64_t n);
 void vio_meta(int slot, int idx, uint64_t ns);
-void vio_io(int fd, int slot, int write, ssize_t ret, int64_t off, uint64_t ns);
 void vio_opened(int fd, const char *path, int dirfd, int flags, uint64_t ns);
 void vio_closing(int fd, uint64_t ns);
 void vio_close_range(unsigned first, unsigned last, int cloexec_only);
@@ -97,5 +101,71 @@ int vio_mmap_find(void *addr, int forget);
 void vio_resolve(void);
 void vio_before_exec(void);
 int vio_in_lib(void);
+
+/* Hot path, inlined into the wrappers. */
+extern __thread uint64_t *vio_tls_cur __attribute__((tls_model("initial-exec")));
+extern __thread int vio_tls_atomic __attribute__((tls_model("initial-exec")));
+extern int vio_rep_started;
+uint64_t *vio_claim(void);
+void vio_start_reporter(void);
+
+static inline uint64_t *vio_counters(int slot)
+{
+	uint64_t *c = vio_tls_cur;
+	if (unlikely(!__atomic_load_n(&vio_rep_started, __ATOMIC_RELAXED)))
+		vio_start_reporter();
+	if (unlikely(!c)) {
+		c = vio_claim();
+		if (!c)
+			return NULL;
+	}
+	return c + (size_t)slot * NCOUNTERS;
+}
+
+static inline void vio_add(uint64_t *c, int idx, uint64_t v)
+{
+	if (unlikely(vio_tls_atomic))
+		__atomic_fetch_add(&c[idx], v, __ATOMIC_RELAXED);
+	else
+		__atomic_store_n(&c[idx], __atomic_load_n(&c[idx], __ATOMIC_RELAXED) + v, __ATOMIC_RELAXED);
+}
+
+static inline int vio_bucket(uint64_t n)
+{
+	if (n < 100) return 0;
+	if (n < 1000) return 1;
+	if (n < 10000) return 2;
+	if (n < 100000) return 3;
+	if (n < 1000000) return 4;
+	if (n < 4000000) return 5;
+	if (n < 10000000) return 6;
+	if (n < 100000000) return 7;
+	if (n < 1000000000) return 8;
+	return 9;
+}
+
+/* A read (write=0) or write of ret bytes at off (-1: at the fd's position). */
+static inline void vio_io(int fd, int slot, int write, ssize_t ret, int64_t off, uint64_t ns)
+{
+	uint64_t *c;
+	if (slot < 0 || !(c = vio_counters(slot)))
+		return;
+	vio_add(c, write ? C_WRITES : C_READS, 1);
+	vio_add(c, write ? C_WRITE_NS : C_READ_NS, ns);
+	if (ret < 0)
+		return;
+	if (ret > 0)
+		vio_add(c, write ? C_BYTES_WRITTEN : C_BYTES_READ, (uint64_t)ret);
+	vio_add(c, (write ? C_WHIST : C_RHIST) + vio_bucket((uint64_t)ret), 1);
+	if ((unsigned)fd >= MAX_FDS)
+		return;
+	int64_t start = off >= 0 ? off : __atomic_load_n(&vio_fds[fd].pos, __ATOMIC_RELAXED);
+	int64_t prev = __atomic_load_n(&vio_fds[fd].end, __ATOMIC_RELAXED);
+	if (prev)
+		vio_add(c, prev - 1 == start ? C_SEQ : C_RANDOM, 1);
+	__atomic_store_n(&vio_fds[fd].end, start + ret + 1, __ATOMIC_RELAXED);
+	if (off < 0)
+		__atomic_store_n(&vio_fds[fd].pos, start + ret, __ATOMIC_RELAXED);
+}
 
 #endif

@@ -221,7 +221,7 @@ VIO_EXPORT int close(int fd)
 	int s = fd_slot(fd);
 	if (s < 0)
 		return real_close(fd);
-	__atomic_store_n(&vio_fd_slot[fd], 0, __ATOMIC_RELAXED); /* before: the number may be reused at once */
+	__atomic_store_n(&vio_fds[fd].slot, 0, __ATOMIC_RELAXED); /* before: the number may be reused at once */
 	TIMED(int, r, real_close(fd));
 	vio_meta(s, C_CLOSES, dt_);
 	errno = e_;
@@ -559,7 +559,7 @@ static FILE *freopen_any(__typeof__(freopen) *fn, const char *path, const char *
 	if (!vio_enabled || (s < 0 && !path))
 		return fn(path, mode, old);
 	if (s >= 0 && path)
-		__atomic_store_n(&vio_fd_slot[ofd], 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&vio_fds[ofd].slot, 0, __ATOMIC_RELAXED);
 	TIMED(FILE *, f, fn(path, mode, old));
 	if (s >= 0 && path)
 		vio_meta(s, C_CLOSES, 0);
@@ -713,7 +713,7 @@ VIO_EXPORT int fclose(FILE *f)
 	int fd = stream_fd(f), s = fd_slot(fd);
 	if (s < 0)
 		return real_fclose(f);
-	__atomic_store_n(&vio_fd_slot[fd], 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&vio_fds[fd].slot, 0, __ATOMIC_RELAXED);
 	TIMED(int, r, real_fclose(f));
 	vio_meta(s, C_CLOSES, dt_);
 	errno = e_;
