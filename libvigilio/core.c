@@ -40,10 +40,7 @@
 #define SEND_BUDGET_MS 200     /* per flush, so a stuck sampler never holds the reporter long */
 
 struct vio_fd vio_fds[MAX_FDS];
-int vio_enabled;
-int vio_sock_fd = -1;
-int vio_use_tsc;
-uint32_t vio_sample_every = 4;
+struct vio_hot vio_hot = { .sample_every = 4, .sock_fd = -1 };
 __thread uint32_t vio_countdown __attribute__((tls_model("initial-exec")));
 static __thread uint32_t tls_rand __attribute__((tls_model("initial-exec")));
 static uint64_t tsc0, mono0; /* a TSC reading and CLOCK_MONOTONIC taken together at start */
@@ -88,7 +85,6 @@ static int nmaps;
 
 /* ---- reporter ---- */
 static pthread_mutex_t rep_mu = PTHREAD_MUTEX_INITIALIZER;
-int vio_rep_started;
 static int finished;
 static int conn_fd = -1;
 static ino_t conn_ino;
