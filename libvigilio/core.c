@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #define MAX_BLOCKS 64          /* per-thread counter blocks; beyond, threads share one with atomics */
-#define BLOCK_WORDS ((size_t)MAX_FILES * NCOUNTERS)
+#define BLOCK_WORDS ((size_t)MAX_FILES * STRIDE)
 #define BLOCK_BYTES (BLOCK_WORDS * sizeof(uint64_t))
 #define ARENA_BYTES (1u << 20) /* path bytes of all files */
 #define HASH_SIZE 8192         /* > 2 * MAX_FILES, so probing always ends */
@@ -95,6 +95,15 @@ static int ever_tried;
 static uint32_t sent_gen[MAX_FILES];
 static unsigned char msg[MSG_MAX];
 static uint64_t delta[NCOUNTERS];
+
+/* The protocol's counter order (docs/format/appio.md) as block indexes. */
+static const unsigned char vio_proto_index[NCOUNTERS] = {
+	C_OPENS, C_CLOSES, C_READS, C_WRITES, C_BYTES_READ, C_BYTES_WRITTEN, C_READ_NS, C_WRITE_NS,
+	C_META_NS, C_SEEKS, C_SYNCS, C_STATS, C_MMAPS, C_META_OTHER, C_SEQ, C_RANDOM,
+	C_RHIST, C_RHIST + 1, C_RHIST + 2, C_RHIST + 3, C_RHIST + 4, C_RHIST + 5, C_RHIST + 6, C_RHIST + 7,
+	C_RHIST + 8, C_RHIST + 9, C_WHIST, C_WHIST + 1, C_WHIST + 2, C_WHIST + 3, C_WHIST + 4, C_WHIST + 5,
+	C_WHIST + 6, C_WHIST + 7, C_WHIST + 8, C_WHIST + 9,
+};
 static uint64_t send_deadline_ns;
 
 static int spin_lock(int *l)
@@ -583,7 +592,7 @@ static int collect(uint32_t s)
 		uint64_t *cur = __atomic_load_n(&blocks[b].cur, __ATOMIC_ACQUIRE);
 		if (!cur)
 			continue;
-		uint64_t *c = cur + (size_t)s * NCOUNTERS, *sn = blocks[b].snap + (size_t)s * NCOUNTERS;
+		uint64_t *c = cur + (size_t)s * STRIDE, *sn = blocks[b].snap + (size_t)s * STRIDE;
 		for (int k = 0; k < NCOUNTERS; k++) {
 			uint64_t v = __atomic_load_n(&c[k], __ATOMIC_RELAXED);
 			if (v != sn[k]) { /* writes only what changed: untouched pages stay unmapped */
@@ -645,7 +654,7 @@ static void flush(uint64_t start, uint64_t end, int bye)
 		put32(r, s);
 		put32(r + 4, 0);
 		for (int k = 0; k < NCOUNTERS; k++)
-			put64(r + 8 + 8 * k, delta[k]);
+			put64(r + 8 + 8 * k, delta[vio_proto_index[k]]);
 		len += REC_BYTES;
 		nrec++;
 	}

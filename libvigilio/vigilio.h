@@ -12,12 +12,17 @@
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
-/* Counter indexes, in the order of the protocol's INTERVAL record. */
+/*
+ * Counter indexes in a thread's block. A read or write touches the first cache
+ * line of its file's 5 lines and one histogram line; the reporter writes them
+ * in the protocol's order (vio_proto_index in core.c).
+ */
 enum {
-	C_OPENS, C_CLOSES, C_READS, C_WRITES, C_BYTES_READ, C_BYTES_WRITTEN,
-	C_READ_NS, C_WRITE_NS, C_META_NS, C_SEEKS, C_SYNCS, C_STATS, C_MMAPS,
-	C_META_OTHER, C_SEQ, C_RANDOM, C_RHIST, C_WHIST = C_RHIST + 10,
-	NCOUNTERS = C_WHIST + 10
+	C_READS, C_BYTES_READ, C_READ_NS, C_WRITES, C_BYTES_WRITTEN, C_WRITE_NS, C_SEQ, C_RANDOM,
+	C_OPENS, C_CLOSES, C_META_NS, C_SEEKS, C_SYNCS, C_STATS, C_MMAPS, C_META_OTHER,
+	C_RHIST, C_WHIST = C_RHIST + 10,
+	NCOUNTERS = C_WHIST + 10,
+	STRIDE = 40 /* counters per file in a block: 5 cache lines */
 };
 
 #define MAX_FILES 4096   /* file slots per process; slot 0 is "other files" */
@@ -129,7 +134,7 @@ static inline uint64_t *vio_counters(int slot)
 		if (!c)
 			return NULL;
 	}
-	return c + (size_t)slot * NCOUNTERS;
+	return c + (size_t)slot * STRIDE;
 }
 
 static inline void vio_add(uint64_t *c, int idx, uint64_t v)
