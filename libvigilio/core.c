@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/single_threaded.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -105,6 +106,15 @@ static const unsigned char vio_proto_index[NCOUNTERS] = {
 	C_WHIST + 6, C_WHIST + 7, C_WHIST + 8, C_WHIST + 9,
 };
 static uint64_t send_deadline_ns;
+/*
+ * A single-threaded program gets no reporter thread: a second thread makes
+ * glibc take its multi-threaded paths (cancellation points, stdio locks) on
+ * every call, about 50 ns a write here. Its wrapped calls flush instead, the
+ * first after each interval boundary; the thread starts once the program
+ * has threads of its own.
+ */
+static int inline_mode;
+static uint64_t next_flush_ns;
 
 static int spin_lock(int *l)
 {
@@ -216,9 +226,13 @@ void vio_seeked(int fd, int slot, off_t pos, uint64_t ns)
 		__atomic_store_n(&vio_fds[fd].pos, (int64_t)pos, __ATOMIC_RELAXED);
 }
 
+static void inline_tick(void);
+
 /* Calls until the thread's next timed one: uniform in [1, 2N-1], mean N. */
 uint32_t vio_next_countdown(void)
 {
+	if (unlikely(__atomic_load_n(&inline_mode, __ATOMIC_RELAXED)))
+		inline_tick();
 	if (vio_sample_every <= 1)
 		return 1;
 	uint32_t x = tls_rand;
@@ -606,9 +620,9 @@ static int collect(uint32_t s)
 }
 
 /* Sends the deltas since the last flush as the interval [start, end). Caller holds rep_mu. */
-static void flush(uint64_t start, uint64_t end, int bye)
+static void flush(uint64_t start, uint64_t end, int bye, uint64_t budget_ms)
 {
-	send_deadline_ns = now_ns() + SEND_BUDGET_MS * 1000000ull;
+	send_deadline_ns = now_ns() + budget_ms * 1000000ull;
 	ensure_conn();
 	uint32_t n = __atomic_load_n(&nfiles, __ATOMIC_ACQUIRE);
 	size_t len = HDR + 20;
@@ -683,17 +697,13 @@ static void *reporter(void *arg)
 			pthread_mutex_unlock(&rep_mu);
 			return NULL;
 		}
-		flush(next - interval_ns, next, 0);
+		flush(next - interval_ns, next, 0, SEND_BUDGET_MS);
 		pthread_mutex_unlock(&rep_mu);
 	}
 }
 
-void vio_start_reporter(void)
+static void create_reporter(void)
 {
-	int exp = 0;
-	if (!vio_enabled || __atomic_load_n(&finished, __ATOMIC_RELAXED) ||
-	    !__atomic_compare_exchange_n(&vio_rep_started, &exp, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-		return;
 	/* The reporter takes no signals: the program's handlers run on its own threads. */
 	sigset_t all, old;
 	sigfillset(&all);
@@ -709,6 +719,45 @@ void vio_start_reporter(void)
 	(void)err; /* without a reporter the final flush at exit still sends */
 }
 
+void vio_start_reporter(void)
+{
+	int exp = 0;
+	if (!vio_enabled || __atomic_load_n(&finished, __ATOMIC_RELAXED) ||
+	    !__atomic_compare_exchange_n(&vio_rep_started, &exp, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		return;
+	int e = errno;
+	if (__libc_single_threaded) {
+		next_flush_ns = (wall_ns() / interval_ns + 1) * interval_ns;
+		__atomic_store_n(&inline_mode, 1, __ATOMIC_RELEASE);
+	} else {
+		create_reporter();
+	}
+	errno = e;
+}
+
+/* In a single-threaded program: flush if an interval ended, or hand over to a thread. */
+static void inline_tick(void)
+{
+	int e = errno;
+	if (!__libc_single_threaded) {
+		__atomic_store_n(&inline_mode, 0, __ATOMIC_RELAXED);
+		create_reporter();
+		errno = e;
+		return;
+	}
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME_COARSE, &ts); /* a few ms late at worst, and cheap */
+	uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	if (now < next_flush_ns || pthread_mutex_trylock(&rep_mu) != 0)
+		return; /* trylock: a signal handler interrupting a flush skips */
+	if (!__atomic_load_n(&finished, __ATOMIC_RELAXED) && now >= next_flush_ns) {
+		flush(next_flush_ns - interval_ns, next_flush_ns, 0, 0); /* never waits on the sampler */
+		next_flush_ns = (now / interval_ns + 1) * interval_ns;
+	}
+	pthread_mutex_unlock(&rep_mu);
+	errno = e;
+}
+
 /* Before exec: the image's counts so far, then BYE (the new image reconnects). */
 void vio_before_exec(void)
 {
@@ -718,7 +767,7 @@ void vio_before_exec(void)
 	pthread_mutex_lock(&rep_mu);
 	if (!__atomic_load_n(&finished, __ATOMIC_RELAXED)) {
 		uint64_t now = wall_ns();
-		flush(now / interval_ns * interval_ns, now, 1);
+		flush(now / interval_ns * interval_ns, now, 1, SEND_BUDGET_MS);
 		drop_conn();
 		ever_tried = 0; /* if exec fails, the next flush reconnects */
 	}
@@ -739,6 +788,7 @@ static void atfork_child(void)
 	__atomic_store_n(&vio_sock_fd, -1, __ATOMIC_RELAXED);
 	ever_tried = 0;
 	conn_gen++;
+	inline_mode = 0;
 	vio_rep_started = 0;
 	for (int i = 0; i <= MAX_BLOCKS; i++) {
 		struct block *b = &blocks[i];
@@ -845,7 +895,7 @@ __attribute__((destructor)) static void vio_fini(void)
 	if (!__atomic_load_n(&finished, __ATOMIC_RELAXED) && __atomic_load_n(&vio_rep_started, __ATOMIC_RELAXED)) {
 		__atomic_store_n(&finished, 1, __ATOMIC_RELEASE);
 		uint64_t now = wall_ns();
-		flush(now / interval_ns * interval_ns, now, 1);
+		flush(now / interval_ns * interval_ns, now, 1, SEND_BUDGET_MS);
 		drop_conn();
 	}
 	__atomic_store_n(&finished, 1, __ATOMIC_RELEASE);

@@ -160,7 +160,8 @@ static int spin(char **a)
 	return 0;
 }
 
-/* closeall A B: writes 2×10 to A, waits, closes every fd from 3 up, writes 5×10 to B, waits. */
+/* closeall A B: writes 2×10 to A, waits, 1×10 more (the library connects by then), closes
+ * every fd from 3 up, writes 5×10 to B, waits, 1×10 more. */
 static int closeall(char **a)
 {
 	int fa = open(a[0], O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -168,6 +169,7 @@ static int closeall(char **a)
 		die("open A");
 	put(fa, 2, 10);
 	sleep_ms(400);
+	put(fa, 1, 10);
 	closefrom(3);
 	int fb = open(a[1], O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	if (fb < 0)
