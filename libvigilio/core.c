@@ -39,6 +39,7 @@
 #define REC_BYTES (8 + NCOUNTERS * 8)
 #define RETRY_NS 10000000000ull /* reconnect at most every 10 s */
 #define SEND_BUDGET_MS 200     /* per flush, so a stuck sampler never holds the reporter long */
+#define INLINE_BUDGET_MS 20    /* the same, when a program's own call flushes */
 
 struct vio_fd vio_fds[MAX_FDS];
 struct vio_hot vio_hot = { .sample_every = 4, .sock_fd = -1 };
@@ -751,7 +752,8 @@ static void inline_tick(void)
 	if (now < next_flush_ns || pthread_mutex_trylock(&rep_mu) != 0)
 		return; /* trylock: a signal handler interrupting a flush skips */
 	if (!__atomic_load_n(&finished, __ATOMIC_RELAXED) && now >= next_flush_ns) {
-		flush(next_flush_ns - interval_ns, next_flush_ns, 0, 0); /* never waits on the sampler */
+		/* Waits on a slow sampler at most INLINE_BUDGET_MS, once an interval. */
+		flush(next_flush_ns - interval_ns, next_flush_ns, 0, INLINE_BUDGET_MS);
 		next_flush_ns = (now / interval_ns + 1) * interval_ns;
 	}
 	pthread_mutex_unlock(&rep_mu);
@@ -894,6 +896,8 @@ __attribute__((destructor)) static void vio_fini(void)
 	pthread_mutex_lock(&rep_mu);
 	if (!__atomic_load_n(&finished, __ATOMIC_RELAXED) && __atomic_load_n(&vio_rep_started, __ATOMIC_RELAXED)) {
 		__atomic_store_n(&finished, 1, __ATOMIC_RELEASE);
+		if (conn_fd < 0)
+			ever_tried = 0; /* one more try for the last interval */
 		uint64_t now = wall_ns();
 		flush(now / interval_ns * interval_ns, now, 1, SEND_BUDGET_MS);
 		drop_conn();

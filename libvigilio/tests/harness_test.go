@@ -359,3 +359,16 @@ func eq(t *testing.T, what string, got, want uint64) {
 		t.Errorf("%s = %d, want %d", what, got, want)
 	}
 }
+
+// waitFile polls until the counters of path (all processes) satisfy done.
+func (l *listener) waitFile(t *testing.T, path string, done func(counters) bool) counters {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c := l.snap(t).file(path, 0)
+		if done(c) || time.Now().After(deadline) {
+			return c
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
