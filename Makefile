@@ -20,9 +20,10 @@ WEB_SRC   := $(shell find web/src web/package.json web/package-lock.json web/tsc
 
 all: fmt-check vet test build ## format check, vet, test, build
 
-build: web ## build bin/vigil and the lean node daemon bin/vigil-sampler
+build: web ## build bin/vigil, the lean node daemon bin/vigil-sampler and bin/libvigilio.so
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/vigil ./cmd/vigil
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/vigil-sampler ./cmd/vigil-sampler
+	$(MAKE) -C libvigilio OUT=$(CURDIR)/bin/libvigilio.so
 
 web: internal/web/dist/index.html ## build the dashboard (TypeScript) into internal/web/dist
 
