@@ -194,6 +194,19 @@ shared: {
 			}
 			__atomic_store_n(&b->state, p ? B_OWNED : B_UNMAPPED, __ATOMIC_RELEASE);
 			c = p;
+		} else {
+			/* Another thread is mapping it: wait for it (an mmap), rather
+			 * than drop this call's counts. */
+			for (long spins = 0; spins < 100000000L; spins++) {
+				if ((c = __atomic_load_n(&b->cur, __ATOMIC_ACQUIRE)) != NULL ||
+				    __atomic_load_n(&b->state, __ATOMIC_ACQUIRE) != B_MAPPING)
+					break;
+#if defined(__x86_64__) || defined(__i386__)
+				__builtin_ia32_pause();
+#endif
+			}
+			if (!c)
+				c = __atomic_load_n(&b->cur, __ATOMIC_ACQUIRE);
 		}
 	}
 	vio_tls_atomic = 1;
@@ -598,6 +611,34 @@ static void ensure_conn(void)
 		try_connect();
 }
 
+/* The raw deltas of the records in the INTERVAL message being built, so a
+ * send that fails can give them back (unsend) and the next flush sends them:
+ * a slow sampler delays counts, it does not lose them. */
+#define MAX_MSG_RECS ((MSG_MAX - HDR - 20) / REC_BYTES + 1)
+static uint64_t pend_raw[MAX_MSG_RECS][NCOUNTERS];
+static uint32_t pend_slot[MAX_MSG_RECS];
+
+/* Gives the deltas of slot s back: the snapshot of one mapped block moves
+ * back by them, so the sum over blocks of cur - snap grows by raw again
+ * (modulo 2^64, which the subtraction in collect undoes). */
+static void unsend(uint32_t s, const uint64_t *raw)
+{
+	for (int b = 0; b <= MAX_BLOCKS; b++) {
+		if (!__atomic_load_n(&blocks[b].cur, __ATOMIC_ACQUIRE))
+			continue;
+		uint64_t *sn = blocks[b].snap + (size_t)s * STRIDE;
+		for (int k = 0; k < NCOUNTERS; k++)
+			sn[k] -= raw[k];
+		return;
+	}
+}
+
+static void unsend_msg(uint32_t nrec)
+{
+	for (uint32_t i = 0; i < nrec; i++)
+		unsend(pend_slot[i], pend_raw[i]);
+}
+
 /* Sums the deltas of slot s over all blocks into delta[]; 1 if any is non-zero. */
 static int collect(uint32_t s)
 {
@@ -640,8 +681,12 @@ static void flush(uint64_t start, uint64_t end, int bye, uint64_t budget_ms)
 	}
 #endif
 	for (uint32_t s = 0; s < n; s++) {
-		if (!collect(s) || conn_fd < 0)
-			continue; /* not connected: the deltas are dropped */
+		/* Not connected: the deltas stay in the counters until a flush
+		 * that is (no memory grows: they are cur - snap). */
+		if (conn_fd < 0 || !collect(s))
+			continue;
+		uint64_t raw[NCOUNTERS];
+		memcpy(raw, delta, sizeof raw);
 		delta[C_READ_NS] = (uint64_t)((double)delta[C_READ_NS] * ns_per_tick);
 		delta[C_WRITE_NS] = (uint64_t)((double)delta[C_WRITE_NS] * ns_per_tick);
 		delta[C_META_NS] = (uint64_t)((double)delta[C_META_NS] * ns_per_tick);
@@ -653,18 +698,26 @@ static void flush(uint64_t start, uint64_t end, int bye, uint64_t budget_ms)
 			memcpy(file + HDR + 14, arena + path_off[s], path_len[s]);
 			size_t pl = 14 + (size_t)path_len[s];
 			header(file, 2, (uint32_t)pl);
-			if (send_msg(file, HDR + pl) != 0)
+			if (send_msg(file, HDR + pl) != 0) {
+				unsend(s, raw);
 				continue;
+			}
 			sent_gen[s] = conn_gen;
 		}
 		if (len + REC_BYTES > MSG_MAX) { /* split: same start and end */
 			put32(msg + HDR + 16, nrec);
 			header(msg, 3, (uint32_t)(len - HDR));
-			if (send_msg(msg, len) != 0)
+			if (send_msg(msg, len) != 0) {
+				unsend_msg(nrec);
+				unsend(s, raw);
+				nrec = 0;
 				continue;
+			}
 			len = HDR + 20;
 			nrec = 0;
 		}
+		pend_slot[nrec] = s;
+		memcpy(pend_raw[nrec], raw, sizeof raw);
 		unsigned char *r = msg + len;
 		put32(r, s);
 		put32(r + 4, 0);
@@ -673,10 +726,11 @@ static void flush(uint64_t start, uint64_t end, int bye, uint64_t budget_ms)
 		len += REC_BYTES;
 		nrec++;
 	}
-	if (nrec > 0 && conn_fd >= 0) {
+	if (nrec > 0) {
 		put32(msg + HDR + 16, nrec);
 		header(msg, 3, (uint32_t)(len - HDR));
-		send_msg(msg, len);
+		if (send_msg(msg, len) != 0)
+			unsend_msg(nrec);
 	}
 	if (bye && conn_fd >= 0) {
 		header(msg, 4, 0);
