@@ -62,15 +62,21 @@ type conn struct {
 }
 
 type listener struct {
-	path string
-	ln   *net.UnixListener
-	mu   sync.Mutex
-	cs   []*conn
+	path  string
+	ln    *net.UnixListener
+	mu    sync.Mutex
+	cs    []*conn
+	socks []*net.UnixConn
 }
 
 func listen(t *testing.T) *listener {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "appio.sock")
+	return listenAt(t, filepath.Join(t.TempDir(), "appio.sock"))
+}
+
+// listenAt listens on path (a sampler started again on the same socket).
+func listenAt(t *testing.T, path string) *listener {
+	t.Helper()
 	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
 	if err != nil {
 		t.Fatal(err)
@@ -91,8 +97,21 @@ func (l *listener) accept() {
 	}
 }
 
+// stop closes the socket and every connection, as a sampler that exits.
+func (l *listener) stop() {
+	l.ln.Close()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range l.socks {
+		c.Close()
+	}
+}
+
 func (l *listener) serve(c *net.UnixConn) {
 	defer c.Close()
+	l.mu.Lock()
+	l.socks = append(l.socks, c)
+	l.mu.Unlock()
 	cc := &conn{files: map[uint32]string{}, totals: map[uint32]*counters{}}
 	if raw, err := c.SyscallConn(); err == nil {
 		raw.Control(func(fd uintptr) {

@@ -215,6 +215,62 @@ func TestKilled(t *testing.T) {
 	}
 }
 
+// TestSamplerRestart stops the sampler under a running program and starts
+// it again on the same socket: the program reconnects (within its 10 s
+// retry) and its first interval then carries what it wrote meanwhile, so
+// the two samplers together see about every write it made.
+func TestSamplerRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the library's 10 s reconnect")
+	}
+	l1 := listen(t)
+	p := filepath.Join(t.TempDir(), "spin")
+	cmd := l1.command(t, fast, progsPath(t), "spin", p)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	if line, _ := bufio.NewReader(stdout).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("spin said %q", line)
+	}
+	started := time.Now()
+	for deadline := time.Now().Add(10 * time.Second); l1.intervals(t) < 3; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("fewer than 3 intervals in 10 s")
+		}
+	}
+	l1.stop()
+	before := l1.snap(t).file(p, 0)[cWrites]
+	time.Sleep(time.Second) // the program finds the sampler gone
+	l2 := listenAt(t, l1.path)
+	var after uint64
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if s := l2.snap(t); len(s) > 0 && s[0].intervals >= 2 {
+			after = s.file(p, 0)[cWrites]
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no intervals from the program 20 s after the sampler came back")
+		}
+	}
+	elapsed := time.Since(started)
+	if pid := l2.snap(t)[0].pid; pid != int32(cmd.Process.Pid) {
+		t.Fatalf("the second sampler's connection is pid %d, want %d", pid, cmd.Process.Pid)
+	}
+	// spin writes once a millisecond (a little less often on a busy machine):
+	// without the counts of the outage the total would be under a quarter of
+	// that, as the outage is most of the run.
+	if total, floor := before+after, uint64(elapsed.Milliseconds()/2); total < floor {
+		t.Fatalf("writes seen: %d before the restart + %d after = %d in %v; want at least %d (the outage's writes lost?)",
+			before, after, total, elapsed.Round(time.Millisecond), floor)
+	}
+	t.Logf("writes seen: %d before the restart, %d after, in %v", before, after, elapsed.Round(time.Millisecond))
+}
+
 func (l *listener) intervals(t *testing.T) int {
 	n := 0
 	for _, c := range l.snap(t) {
