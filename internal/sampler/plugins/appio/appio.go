@@ -242,6 +242,9 @@ type Plugin struct {
 	warned    bool
 
 	mounts atomic.Pointer[mountTable]
+	// mountMu orders the re-reads of the watcher and the rescan, so an
+	// older read never replaces a newer table.
+	mountMu sync.Mutex
 
 	// mu guards the accumulated state; connections hold it for one
 	// message, the tick only tries it.
@@ -305,8 +308,12 @@ func (p *Plugin) Init(env sampler.Env) error {
 	p.loadMounts()
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.listen()
-	p.wg.Add(1)
+	p.wg.Add(2)
 	go p.housekeep()
+	go func() {
+		defer p.wg.Done()
+		watchMounts(p.ctx, p.fs.Path("proc/self/mountinfo"), p.loadMounts)
+	}()
 	return nil
 }
 
@@ -513,6 +520,8 @@ func (p *Plugin) cgroupJob(pid uint32) string {
 
 // loadMounts re-reads mountinfo, replacing the table when it changed.
 func (p *Plugin) loadMounts() {
+	p.mountMu.Lock()
+	defer p.mountMu.Unlock()
 	data, err := kernfs.ReadFileInto(p.fs.Path("proc/self/mountinfo"), nil)
 	if err != nil {
 		if len(p.mounts.Load().raw) != 0 {
