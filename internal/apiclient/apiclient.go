@@ -6,6 +6,7 @@
 package apiclient
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -405,4 +406,31 @@ func sizeString(n int64) string {
 		return fmt.Sprintf("%d MiB", n>>20)
 	}
 	return fmt.Sprintf("%d bytes", n)
+}
+
+// MaxEventBytes bounds one server-sent event's data line.
+const MaxEventBytes = 1 << 20
+
+// ErrStreamEnded is what ReadEvents returns when the server ends a stream.
+var ErrStreamEnded = errors.New("stream ended")
+
+// ReadEvents reads server-sent events from a Stream's body and calls fn
+// with each event's data (the text after "data: "), until fn fails, the
+// stream breaks, or the server ends it (ErrStreamEnded).
+func ReadEvents(body io.Reader, fn func(data []byte) error) error {
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 0, 64<<10), MaxEventBytes)
+	for sc.Scan() {
+		data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: "))
+		if !ok {
+			continue
+		}
+		if err := fn(data); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	return ErrStreamEnded
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -133,30 +132,18 @@ func followEventsOnce(ctx context.Context, c *apiclient.Client, q url.Values, la
 		return err
 	}
 	defer body.Close()
-	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok {
-			continue
-		}
+	return apiclient.ReadEvents(body, func(data []byte) error {
 		var e events.Event
-		if err := json.Unmarshal([]byte(data), &e); err != nil {
+		if err := json.Unmarshal(data, &e); err != nil {
 			return fmt.Errorf("stream: bad event: %w", err)
 		}
 		if e.ID <= *last {
-			continue
+			return nil
 		}
 		*last = e.ID
 		p.print(&e)
-		if err := p.flush(false); err != nil {
-			return err
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return err
-	}
-	return errors.New("stream ended")
+		return p.flush(false)
+	})
 }
 
 // eventPrinter writes events as a table (TIME SEVERITY KIND NODE JOB

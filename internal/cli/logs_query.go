@@ -252,26 +252,14 @@ func followOnce(ctx context.Context, c *apiclient.Client, q string, last *uint64
 		return err
 	}
 	defer body.Close()
-	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok {
-			continue
-		}
+	return apiclient.ReadEvents(body, func(data []byte) error {
 		var r logsvc.Record
-		if err := json.Unmarshal([]byte(data), &r); err != nil {
+		if err := json.Unmarshal(data, &r); err != nil {
 			return fmt.Errorf("tail: bad event: %w", err)
 		}
 		*last = r.Seq
-		if err := printRecord(w, &r, asJSON); err != nil {
-			return err
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return err
-	}
-	return errors.New("stream ended")
+		return printRecord(w, &r, asJSON)
+	})
 }
 
 // logsPatterns runs "vigil logs patterns": mined patterns with counts.
