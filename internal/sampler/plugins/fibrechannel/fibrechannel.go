@@ -67,8 +67,7 @@ type counter struct {
 
 type host struct {
 	counters []counter
-	info     [len(infoFiles)]*sysattr.Attr
-	vals     [1 + len(infoFiles)][]byte
+	info     *sysattr.Info
 	desc     *infodesc.Desc
 }
 
@@ -89,10 +88,13 @@ func (f *FibreChannel) Init(env sampler.Env) error {
 				h.counters = append(h.counters, counter{a, metric.NewDesc("node_fibrechannel_"+c[1], c[2], metric.Counter, "fc_host", name)})
 			}
 		}
-		for i, n := range infoFiles {
-			h.info[i] = sysattr.Open(filepath.Join(dir, name), n)
+		h.info = sysattr.OpenInfo(filepath.Join(dir, name), name, infoFiles[:])
+		h.info.Trim = func(i int, v []byte) []byte {
+			if stripHex[infoFiles[i]] && len(v) > 2 {
+				return v[2:]
+			}
+			return v
 		}
-		h.vals[0] = []byte(name)
 		f.hosts = append(f.hosts, h)
 	}
 	if len(f.hosts) == 0 {
@@ -107,24 +109,11 @@ func (f *FibreChannel) Init(env sampler.Env) error {
 func (f *FibreChannel) Sample(_ context.Context, _ time.Time, b *metric.Batch) error {
 	var first error
 	for _, h := range f.hosts {
-		for i, a := range h.info {
-			h.vals[1+i] = nil
-			if a == nil {
-				continue
-			}
-			v, err := a.Read()
-			if err != nil {
-				if !sysattr.Absent(err) && first == nil {
-					first = fmt.Errorf("%s: %w", a.Path(), err)
-				}
-				continue
-			}
-			if stripHex[infoFiles[i]] && len(v) > 2 {
-				v = v[2:]
-			}
-			h.vals[1+i] = v
+		vals, err := h.info.Read()
+		if err != nil && first == nil {
+			first = err
 		}
-		b.Add(h.desc.Get(h.vals[:]), 1)
+		b.Add(h.desc.Get(vals), 1)
 		for _, c := range h.counters {
 			raw, err := c.attr.Read()
 			if err != nil {

@@ -4,7 +4,6 @@ package nvme
 import (
 	"context"
 	_ "embed"
-	"fmt"
 	"path/filepath"
 	"time"
 
@@ -31,8 +30,7 @@ func init() {
 var files = [...]string{"firmware_rev", "model", "serial", "state"}
 
 type controller struct {
-	attrs [len(files)]*sysattr.Attr
-	vals  [1 + len(files)][]byte
+	attrs *sysattr.Info
 	info  *infodesc.Desc
 }
 
@@ -48,10 +46,7 @@ func (n *NVMe) Init(env sampler.Env) error {
 	for _, name := range sysattr.Devices(dir) {
 		c := &controller{info: infodesc.New("node_nvme_info", "Non-numeric data from /sys/class/nvme/<device>, value is always 1.",
 			metric.Gauge, "device", "firmware_revision", "model", "serial", "state")}
-		for i, f := range files {
-			c.attrs[i] = sysattr.Open(filepath.Join(dir, name), f)
-		}
-		c.vals[0] = []byte(name)
+		c.attrs = sysattr.OpenInfo(filepath.Join(dir, name), name, files[:])
 		n.ctrls = append(n.ctrls, c)
 	}
 	if len(n.ctrls) == 0 {
@@ -65,21 +60,11 @@ func (n *NVMe) Init(env sampler.Env) error {
 func (n *NVMe) Sample(_ context.Context, _ time.Time, b *metric.Batch) error {
 	var first error
 	for _, c := range n.ctrls {
-		for i, a := range c.attrs {
-			c.vals[1+i] = nil
-			if a == nil {
-				continue
-			}
-			v, err := a.Read()
-			if err != nil {
-				if !sysattr.Absent(err) && first == nil {
-					first = fmt.Errorf("%s: %w", a.Path(), err)
-				}
-				continue
-			}
-			c.vals[1+i] = v
+		vals, err := c.attrs.Read()
+		if err != nil && first == nil {
+			first = err
 		}
-		b.Add(c.info.Get(c.vals[:]), 1)
+		b.Add(c.info.Get(vals), 1)
 	}
 	return first
 }

@@ -185,3 +185,49 @@ func (r *Rescan) Tick(list func() error) error {
 // Ticks is the number of ticks counted, for plugins that mark what a
 // listing saw.
 func (r *Rescan) Ticks() uint64 { return r.tick }
+
+// Info is a device's textual attributes, read each tick as the label
+// values of its info series: the device's name first, then one value per
+// attribute ("" where the device has no such file or the driver cannot
+// give it now).
+type Info struct {
+	attrs []*Attr
+	vals  [][]byte
+	// Trim, if set, rewrites attribute i's value (e.g. drops a "0x").
+	Trim func(i int, v []byte) []byte
+}
+
+// OpenInfo opens the attributes names of the device dir named name.
+func OpenInfo(dir, name string, names []string) *Info {
+	in := &Info{attrs: make([]*Attr, len(names)), vals: make([][]byte, 1+len(names))}
+	for i, n := range names {
+		in.attrs[i] = Open(dir, n)
+	}
+	in.vals[0] = []byte(name)
+	return in
+}
+
+// Read re-reads the attributes and returns the label values (valid until
+// the next Read) and the first error that is not an absent value, naming
+// its file.
+func (in *Info) Read() ([][]byte, error) {
+	var first error
+	for i, a := range in.attrs {
+		in.vals[1+i] = nil
+		if a == nil {
+			continue
+		}
+		v, err := a.Read()
+		if err != nil {
+			if !Absent(err) && first == nil {
+				first = fmt.Errorf("%s: %w", a.Path(), err)
+			}
+			continue
+		}
+		if in.Trim != nil {
+			v = in.Trim(i, v)
+		}
+		in.vals[1+i] = v
+	}
+	return in.vals, first
+}

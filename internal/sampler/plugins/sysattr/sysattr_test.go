@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -67,5 +69,32 @@ func TestRescan(t *testing.T) {
 	}
 	if err := r.Tick(list); err != nil || lists != 2 {
 		t.Fatalf("the tick after a listing: err %v, %d listings", err, lists)
+	}
+}
+
+func TestInfo(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "model"), []byte("Disk X\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "port"), []byte("0x5001\n"), 0o644)
+	in := OpenInfo(dir, "dev0", []string{"model", "absent", "port"})
+	in.Trim = func(i int, v []byte) []byte {
+		if i == 2 {
+			return v[2:]
+		}
+		return v
+	}
+	vals, err := in.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, v := range vals {
+		got = append(got, string(v))
+	}
+	if strings.Join(got, "|") != "dev0|Disk X||5001" {
+		t.Fatalf("info values %q", got)
+	}
+	if n := testing.AllocsPerRun(100, func() { in.Read() }); n != 0 {
+		t.Fatalf("%v allocations per read, want 0", n)
 	}
 }

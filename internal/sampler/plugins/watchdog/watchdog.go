@@ -5,7 +5,6 @@ package watchdog
 import (
 	"context"
 	_ "embed"
-	"fmt"
 	"path/filepath"
 	"time"
 
@@ -49,8 +48,7 @@ type value struct {
 
 type device struct {
 	values []value
-	text   [len(textual)]*sysattr.Attr
-	vals   [1 + len(textual)][]byte
+	text   *sysattr.Info
 	info   *infodesc.Desc
 }
 
@@ -72,10 +70,7 @@ func (w *Watchdog) Init(env sampler.Env) error {
 				d.values = append(d.values, value{a, metric.NewDesc(n[1], n[2], metric.Gauge, "name", name)})
 			}
 		}
-		for i, f := range textual {
-			d.text[i] = sysattr.Open(dev, f)
-		}
-		d.vals[0] = []byte(name)
+		d.text = sysattr.OpenInfo(dev, name, textual[:])
 		w.devs = append(w.devs, d)
 	}
 	if len(w.devs) == 0 {
@@ -99,21 +94,11 @@ func (w *Watchdog) Sample(_ context.Context, _ time.Time, b *metric.Batch) error
 			}
 			b.Add(v.desc, float64(n))
 		}
-		for i, a := range d.text {
-			d.vals[1+i] = nil
-			if a == nil {
-				continue
-			}
-			s, err := a.Read()
-			if err != nil {
-				if !sysattr.Absent(err) && first == nil {
-					first = fmt.Errorf("%s: %w", a.Path(), err)
-				}
-				continue
-			}
-			d.vals[1+i] = s
+		vals, err := d.text.Read()
+		if err != nil && first == nil {
+			first = err
 		}
-		b.Add(d.info.Get(d.vals[:]), 1)
+		b.Add(d.info.Get(vals), 1)
 	}
 	return first
 }
