@@ -54,7 +54,7 @@ type stragglerWatch struct {
 
 func newStragglerWatch(q report.Querier, m *jobs.Manager, app func(context.Context) storage.Appender, reg prometheus.Registerer, log *slog.Logger) *stragglerWatch {
 	w := &stragglerWatch{q: q, jobs: m, appender: app, log: log, interval: stragglerInterval, window: stragglerWindow,
-		budget: stragglerInterval / 2, flagged: map[stragglerKey]bool{},
+		budget: stragglerInterval / 6, flagged: map[stragglerKey]bool{},
 		rounds:  prometheus.NewCounter(prometheus.CounterOpts{Name: "vigil_straggler_rounds_total", Help: "Rounds of straggler judging over the running jobs."}),
 		judged:  prometheus.NewCounter(prometheus.CounterOpts{Name: "vigil_straggler_jobs_judged_total", Help: "Running jobs judged for stragglers."}),
 		errors:  prometheus.NewCounter(prometheus.CounterOpts{Name: "vigil_straggler_errors_total", Help: "Straggler judgements that failed (query error or timeout)."}),
