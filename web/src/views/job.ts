@@ -140,7 +140,7 @@ function ioSection(io: JobIO | null): HTMLElement | null {
   if (!io) return null;
   const count = (v: number) => formatValue(v, "none");
   const secs = (v: number) => (Number.isFinite(v) && v > 0 ? (v >= 100 ? Math.round(v) : Number(v.toPrecision(3))) + " s" : "0 s");
-  const bar = (share: number, n: number) => h("span.effbar.ok", { style: `--pct: ${Math.round(share * 100)}%` }, count(n));
+  const bar = (share: number, n: number) => h("span.effbar.ok", { style: `--pct: ${Math.round(share * 100)}%; min-width: 12em` }, count(n));
   const sh = ioShares(io);
   return h("div.job-io", null, h("h3", null, "Application I/O"),
     h("table.data.io-fs", null,
