@@ -117,8 +117,11 @@ func (f *fakeJobs) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		jobsJSON(w, http.StatusOK, map[string]any{"status": "success", "data": j})
 		return
 	}
-	jobsJSON(w, http.StatusOK, map[string]any{"status": "success", "data": map[string]any{
-		"job": j, "summary": j["summary"], "series": f.series(j)}})
+	data := map[string]any{"job": j, "summary": j["summary"], "series": f.series(j)}
+	if id == "1002" {
+		data["io"] = fixtureIO
+	}
+	jobsJSON(w, http.StatusOK, map[string]any{"status": "success", "data": data})
 }
 
 // list applies the contract's filters (and node=, which the view needs).
@@ -218,4 +221,21 @@ func pct(sorted []float64, q float64) float64 {
 	pos := float64(len(sorted)-1) * q
 	lo, hi := int(math.Floor(pos)), int(math.Ceil(pos))
 	return sorted[lo] + (sorted[hi]-sorted[lo])*(pos-float64(lo))
+}
+
+// fixtureIO is job 1002's application I/O section: small writes to
+// /scratch, 1 MiB reads from /home.
+var fixtureIO = map[string]any{
+	"buckets":     []string{"100", "1024", "10240", "102400", "1048576", "4194304", "10485760", "104857600", "1073741824", "+Inf"},
+	"read_sizes":  []float64{0, 0, 0, 0, 12000, 0, 0, 0, 0, 0},
+	"write_sizes": []float64{0, 240000, 0, 0, 0, 0, 0, 0, 0, 0},
+	"sequential":  249000, "random": 3000, "read_seconds": 24, "write_seconds": 36, "meta_seconds": 60,
+	"fs": []map[string]any{
+		{"mountpoint": "/home", "fstype": "nfs", "read_bytes": 12582912000, "write_bytes": 0, "calls": map[string]float64{"open": 1200, "close": 1200, "read": 12000},
+			"read_seconds": 24, "write_seconds": 0, "meta_seconds": 0, "sequential": 9000, "random": 3000,
+			"read_sizes": []float64{0, 0, 0, 0, 12000, 0, 0, 0, 0, 0}, "write_sizes": []float64{0, 0, 0, 0, 0, 0, 0, 0, 0, 0}},
+		{"mountpoint": "/scratch", "fstype": "lustre", "read_bytes": 0, "write_bytes": 122880000, "calls": map[string]float64{"open": 2400, "close": 2400, "stat": 24000, "write": 240000},
+			"read_seconds": 0, "write_seconds": 36, "meta_seconds": 60, "sequential": 240000, "random": 0,
+			"read_sizes": []float64{0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, "write_sizes": []float64{0, 240000, 0, 0, 0, 0, 0, 0, 0, 0}},
+	},
 }

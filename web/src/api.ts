@@ -8,6 +8,7 @@
 // wherever the handler is mounted; credentials (basic auth, client
 // certificates of --web-config) are the browser's for this origin and are
 // always sent.
+import type { JobIO } from "./appio";
 import { decodeFrame, decodeNodes, type Frame, type NodeEntry } from "./frame";
 
 // Defaults of CallOptions.
@@ -285,6 +286,7 @@ export interface JobReport {
   job: Job;
   summary: JobSummary | null;
   series: Record<string, ReportSeries> | null;
+  io?: JobIO | null; // application I/O, when the job has appio series
 }
 
 // listJobs asks the index (newest first); params: user, state, partition,

@@ -16,6 +16,9 @@ export const presets: Preset[] = [
   { id: "load1", label: "Load (1m)", unit: "none", expr: "node_load1" },
   { id: "netrx", label: "Network rx", unit: "bytes/s", range: [0, 1.25e9], expr: 'sum by (node)(rate(node_network_receive_bytes_total{device!="lo"}[30s]))' },
   { id: "diskread", label: "Disk read", unit: "bytes/s", range: [0, 1e9], expr: "sum by (node)(rate(node_disk_read_bytes_total[30s]))" },
+  // Application I/O from libvigilio / vigil iofs (the appio plugin).
+  { id: "appio", label: "App I/O rate", unit: "bytes/s", expr: "sum by (node) (rate(vigil_appio_bytes_total[1m]))" },
+  { id: "appiometa", label: "App metadata ops", unit: "none", expr: 'sum by (node) (rate(vigil_appio_calls_total{op=~"open|close|stat|meta|seek|sync"}[1m]))' },
 ];
 
 // selected resolves ?m=ID or ?expr=PROMQL (expr wins) to what to stream.

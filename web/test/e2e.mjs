@@ -260,6 +260,12 @@ try {
   check(/cn00013/.test(await page.textContent(".stragglers")), "the straggler is named above the charts");
   const notes = await page.$$eval("ul.notes li", (l) => l.map((e) => e.textContent));
   check(notes.length === 2 && /ask for 40 GiB/.test(notes[0]) && /cn00013 ran 40 % below/.test(notes[1]), `notes shown: ${notes.join(" | ")}`);
+  // Application I/O: a row per file system, the size histogram as bars.
+  const ioRows = await page.$$eval(".job-io table.io-fs tbody tr", (l) => l.map((e) => e.dataset.mountpoint + ":" + e.children[3].textContent + ":" + e.children[7].textContent));
+  check(ioRows.join(" ") === "/home:0 B:2400 /scratch:117 MiB:28.8k", `application I/O per file system: ${ioRows.join(" ")}`);
+  const hist = await page.$$eval(".job-io table.io-hist tbody tr", (l) => l.map((e) => e.children[0].textContent + "=" + getComputedStyle(e.children[2].firstChild).getPropertyValue("--pct").trim()));
+  check(hist.length === 10 && hist[1] === "≤ 1 KiB=100%" && hist[4] === "≤ 1 MiB=0%", `access-size bars: ${hist.join(" ")}`);
+  check(/50 % of the time in I\/O/.test(await page.textContent(".job-io .io-shares")), "metadata share of the I/O time shown");
   const cbox = await page.locator(".job-charts .chart[data-metric=memory] .u-over").boundingBox();
   await page.mouse.move(cbox.x + cbox.width / 2, cbox.y + cbox.height / 2);
   await page.waitForFunction(() => window.__vigil.job.charts()[1].shown.length === 8);

@@ -93,6 +93,8 @@ type Report struct {
 	OOMKills   int64         `json:"oom_kills,omitempty"`
 	Stragglers []Straggler   `json:"stragglers,omitempty"`
 	Details    []NodeDetail  `json:"details,omitempty"`
+	// IO is the application I/O section, when the job has appio series.
+	IO *IO `json:"io,omitempty"`
 }
 
 // Build computes the report of job at time now (the end of a job still
@@ -220,13 +222,13 @@ func rangeQueries(id string, win time.Duration, rollup bool) [][2]string {
 	rate := func(name string) string {
 		return fmt.Sprintf(`sum by (node) (rate(%s[%s]))`, sel(name), w)
 	}
-	return [][2]string{
+	return append([][2]string{
 		{MetricCPU, rate("vigil_job_cpu_user_seconds_total")},
 		{MetricCPU, rate("vigil_job_cpu_system_seconds_total")},
 		{MetricMemory, fmt.Sprintf(`max by (node) (max_over_time(%s[%s]))`, sel("vigil_job_memory_used_bytes"), w)},
 		{MetricRead, rate("vigil_job_read_bytes_total")},
 		{MetricWrite, rate("vigil_job_write_bytes_total")},
-	}
+	}, ioRangeQueries(id, sel, w)...)
 }
 
 // addPoints adds b into a where their times match; times only in b are
@@ -350,8 +352,15 @@ func fromStore(ctx context.Context, q Querier, r *Report, start, end time.Time) 
 	r.Source = "store"
 	r.Step = jobs.Duration(step)
 	for name, byNode := range nodeSeries {
-		r.Series[name] = band(byNode)
+		if len(byNode) > 0 || (name != MetricAppIOBytes && name != MetricAppIOMeta) {
+			r.Series[name] = band(byNode)
+		}
 	}
+	io, err := ioFromStore(ctx, q, id, start, end, step)
+	if err != nil {
+		return false, err
+	}
+	r.IO = io
 
 	nodes := make([]string, 0, len(per))
 	for n := range per {
@@ -415,7 +424,7 @@ func fromStore(ctx context.Context, q Querier, r *Report, start, end time.Time) 
 		}
 	}
 	r.Summary = s
-	r.Summary.Notes = notes(r)
+	r.Summary.Notes = append(notes(r), ioNotes(r.IO)...)
 	return true, nil
 }
 

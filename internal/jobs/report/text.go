@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -117,6 +118,12 @@ func WriteText(w io.Writer, r *Report) error {
 			fmt.Fprintf(&b, "  %-16s %7s %11s %11s %11s%s\n", ns.Node, pct(ns.CPUEfficiency), size(ns.MemUsedPeak), size(ns.ReadBytes), size(ns.WriteBytes), mark)
 		}
 	}
+	if r.IO != nil {
+		b.WriteString("\n")
+		center("Application I/O")
+		b.WriteString(rule)
+		writeIO(&b, r.IO)
+	}
 	if len(s.Notes) > 0 {
 		b.WriteString("\n")
 		center("Notes")
@@ -153,4 +160,45 @@ func clock(d time.Duration) string {
 		s = fmt.Sprintf("%d-%s", days, s)
 	}
 	return s
+}
+
+// writeIO is the application I/O block: a table per file system, the
+// access sizes as bars, the sequential share.
+func writeIO(b *strings.Builder, x *IO) {
+	fmt.Fprintf(b, "  %-20s %-8s %10s %10s %9s %9s %9s\n", "file system", "type", "read", "written", "opens", "reads", "writes")
+	for _, f := range x.FS {
+		fmt.Fprintf(b, "  %-20s %-8s %10s %10s %9s %9s %9s\n", f.Mountpoint, f.FSType, size(int64(f.ReadBytes)), size(int64(f.WriteBytes)),
+			count(f.Calls["open"]), count(f.Calls["read"]), count(f.Calls["write"]))
+	}
+	if t := x.ReadSeconds + x.WriteSeconds + x.MetaSeconds; t > 0 {
+		fmt.Fprintf(b, "  Time in I/O %s: read %s, write %s, metadata %s (%s)\n", secs(t), secs(x.ReadSeconds), secs(x.WriteSeconds), secs(x.MetaSeconds), pct(x.MetaSeconds/t))
+	}
+	if a := x.Sequential + x.Random; a > 0 {
+		fmt.Fprintf(b, "  Accesses %s sequential, %s random\n", pct(x.Sequential/a), pct(x.Random/a))
+	}
+	var peakR, peakW float64
+	for i := range x.Buckets {
+		peakR, peakW = max(peakR, x.ReadSizes[i]), max(peakW, x.WriteSizes[i])
+	}
+	if peakR+peakW == 0 {
+		return
+	}
+	// Each column is scaled to its own peak: the shape matters, the
+	// counts are printed.
+	const w = 24
+	hbar := func(v, peak float64) string {
+		n := 0
+		if peak > 0 {
+			n = min(w, int(v/peak*w+0.5))
+		}
+		return strings.Repeat("#", n) + strings.Repeat(" ", w-n)
+	}
+	fmt.Fprintf(b, "  %-10s %-*s  %s\n", "up to", w+9, "reads", "writes")
+	for i, le := range x.Buckets {
+		label := le
+		if v, err := strconv.ParseInt(le, 10, 64); err == nil {
+			label = size(v)
+		}
+		fmt.Fprintf(b, "  %-10s %s %8s  %s %8s\n", label, hbar(x.ReadSizes[i], peakR), count(x.ReadSizes[i]), hbar(x.WriteSizes[i], peakW), count(x.WriteSizes[i]))
+	}
 }

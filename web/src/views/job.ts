@@ -2,6 +2,7 @@ import { ApiError, isAbort, jobReport, type Job, type JobReport, type JobSummary
 import { makeBandChart, type BandChart } from "../bandchart";
 import { h, type ViewContext } from "../dom";
 import { formatValue } from "../format";
+import { callsOf, histogram, ioMetrics, ioShares, validIO, type JobIO } from "../appio";
 import { refreshMs, refreshPicker } from "./timepicker";
 import { bandColumns, formatEfficiency, hasSeries, jobTimes, jobsParams, reportMetrics, runTime, stragglers } from "../jobs";
 
@@ -106,6 +107,7 @@ function render(el: HTMLElement, rep: JobReport, charts: BandChart[], state: { e
     header, figures, straggleBox, noteList,
     expired ? h("p.muted.expired", null, j.state === "pending" ? "This job has not started: no data yet." :
       "The raw samples of this job have expired (or none were stored): the figures above come from its stored summary.") : grid,
+    ioSection(validIO(rep.io)),
     perNode(sum, flagged),
   ].filter((x): x is HTMLElement => x !== null));
   if (expired) return;
@@ -121,6 +123,41 @@ function render(el: HTMLElement, rep: JobReport, charts: BandChart[], state: { e
     if (b.computed) box.append(h("div.muted.hint", null, "band computed from the node lines"));
     charts.push(makeBandChart(box, m.title, m.unit, b, flagged, t ? [t.start, t.end] : undefined));
   }
+  // Application I/O charts only for jobs that have them.
+  for (const m of ioMetrics) {
+    const b = bandColumns(rep.series?.[m.key], flagged);
+    if (!b) continue;
+    const box = h("div.chart", { "data-metric": m.key }, h("div.node-readout.muted"));
+    grid.append(box);
+    charts.push(makeBandChart(box, m.title, m.unit, b, flagged, t ? [t.start, t.end] : undefined));
+  }
+}
+
+// ioSection: the application I/O totals per file system, the access-size
+// histogram as bars (each bucket's share of reads and of writes) and the
+// sequential and metadata shares. Its advice is in the notes.
+function ioSection(io: JobIO | null): HTMLElement | null {
+  if (!io) return null;
+  const count = (v: number) => formatValue(v, "none");
+  const secs = (v: number) => (Number.isFinite(v) && v > 0 ? (v >= 100 ? Math.round(v) : Number(v.toPrecision(3))) + " s" : "0 s");
+  const bar = (share: number, n: number) => h("span.effbar.ok", { style: `--pct: ${Math.round(share * 100)}%; min-width: 12em` }, count(n));
+  const sh = ioShares(io);
+  return h("div.job-io", null, h("h3", null, "Application I/O"),
+    h("table.data.io-fs", null,
+      h("thead", null, h("tr", null, ["file system", "type", "read", "written", "opens", "reads", "writes", "metadata calls", "read time", "write time", "metadata time"].map((c) => h("th", null, c)))),
+      h("tbody", null, io.fs.map((f) => h("tr", { "data-mountpoint": f.mountpoint },
+        h("td", null, f.mountpoint), h("td", null, String(f.fstype ?? "")),
+        h("td.num", null, formatValue(f.read_bytes, "bytes")), h("td.num", null, formatValue(f.write_bytes, "bytes")),
+        h("td.num", null, count(callsOf(f, "open"))), h("td.num", null, count(callsOf(f, "read"))), h("td.num", null, count(callsOf(f, "write"))),
+        h("td.num", null, count(callsOf(f, "open", "close", "stat", "seek", "sync", "meta"))),
+        h("td.num", null, secs(f.read_seconds)), h("td.num", null, secs(f.write_seconds)), h("td.num", null, secs(f.meta_seconds)))))),
+    h("p.io-shares.muted", null,
+      sh.sequential === null ? "" : `${Math.round(sh.sequential * 100)} % of accesses sequential. `,
+      sh.meta === null ? "" : `Metadata calls took ${Math.round(sh.meta * 100)} % of the time in I/O.`),
+    h("table.data.io-hist", null,
+      h("thead", null, h("tr", null, h("th", null, "access size"), h("th", null, "reads"), h("th", null, "writes"))),
+      h("tbody", null, histogram(io).map((r) => h("tr", null, h("td", null, r.label),
+        h("td", null, bar(r.readShare, r.reads)), h("td", null, bar(r.writeShare, r.writes)))))));
 }
 
 function nodeRange(j: Job, now: number): URLSearchParams {
