@@ -17,6 +17,7 @@ const codecVersion = 1
 // Which optional parts a record has (the flags varint).
 const (
 	hasSummary = 1 << iota
+	hasAppIO   // the summary's AppIO follows its notes
 )
 
 var errShort = errors.New("record ends early")
@@ -90,6 +91,9 @@ func appendJob(b []byte, j *Job) []byte {
 	var flags uint64
 	if j.Summary != nil {
 		flags |= hasSummary
+		if len(j.Summary.AppIO) > 0 {
+			flags |= hasAppIO
+		}
 	}
 	b = binary.AppendUvarint(b, flags)
 	b = appendString(b, string(j.State))
@@ -139,8 +143,72 @@ func appendJob(b []byte, j *Job) []byte {
 		for _, n := range s.Notes {
 			b = appendString(b, n)
 		}
+		if len(s.AppIO) > 0 {
+			b = appendAppIO(b, s.AppIO[:min(len(s.AppIO), MaxAppIOFS)])
+		}
 	}
 	return b
+}
+
+// appendAppIO appends the file systems' counts (seconds as milliseconds).
+func appendAppIO(b []byte, fs []AppIOFS) []byte {
+	b = binary.AppendUvarint(b, uint64(len(fs)))
+	for i := range fs {
+		f := &fs[i]
+		b = appendString(b, f.Mountpoint)
+		b = appendString(b, f.FSType)
+		b = binary.AppendUvarint(b, nonNeg(f.ReadBytes))
+		b = binary.AppendUvarint(b, nonNeg(f.WriteBytes))
+		for _, c := range f.Calls {
+			b = binary.AppendUvarint(b, nonNeg(c))
+		}
+		for _, s := range [...]float64{f.ReadSeconds, f.WriteSeconds, f.MetaSeconds} {
+			b = binary.AppendUvarint(b, millis(s))
+		}
+		b = binary.AppendUvarint(b, nonNeg(f.Sequential))
+		b = binary.AppendUvarint(b, nonNeg(f.Random))
+		for _, c := range f.ReadSizes {
+			b = binary.AppendUvarint(b, nonNeg(c))
+		}
+		for _, c := range f.WriteSizes {
+			b = binary.AppendUvarint(b, nonNeg(c))
+		}
+	}
+	return b
+}
+
+// millis is a non-negative number of seconds in whole milliseconds.
+func millis(s float64) uint64 {
+	if !(s > 0) || math.IsInf(s, 0) {
+		return 0
+	}
+	return uint64(min(s*1000, float64(math.MaxInt64)))
+}
+
+func (d *decoder) appIO(intern func([]byte) string) []AppIOFS {
+	fs := make([]AppIOFS, d.count(MaxAppIOFS))
+	for i := range fs {
+		f := &fs[i]
+		f.Mountpoint = d.str(intern)
+		f.FSType = d.str(intern)
+		f.ReadBytes = clampInt64(d.uvarint())
+		f.WriteBytes = clampInt64(d.uvarint())
+		for k := range f.Calls {
+			f.Calls[k] = clampInt64(d.uvarint())
+		}
+		f.ReadSeconds = float64(clampInt64(d.uvarint())) / 1000
+		f.WriteSeconds = float64(clampInt64(d.uvarint())) / 1000
+		f.MetaSeconds = float64(clampInt64(d.uvarint())) / 1000
+		f.Sequential = clampInt64(d.uvarint())
+		f.Random = clampInt64(d.uvarint())
+		for k := range f.ReadSizes {
+			f.ReadSizes[k] = clampInt64(d.uvarint())
+		}
+		for k := range f.WriteSizes {
+			f.WriteSizes[k] = clampInt64(d.uvarint())
+		}
+	}
+	return fs
 }
 
 // decoder reads a record; the first error sticks.
@@ -294,6 +362,9 @@ func decodeJob(b []byte, intern func([]byte) string) (*Job, error) {
 			for i := range s.Notes {
 				s.Notes[i] = d.str(nil)
 			}
+		}
+		if flags&hasAppIO != 0 {
+			s.AppIO = d.appIO(intern)
 		}
 		j.Summary = s
 	}

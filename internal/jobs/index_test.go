@@ -25,6 +25,9 @@ func sampleJob(id string) *Job {
 			},
 			Stragglers: []string{"cn0412"},
 			Notes:      []string{"used 6 % of the 64 GiB asked: ask for 8 GiB next time"},
+			AppIO: []AppIOFS{{Mountpoint: "/scratch", FSType: "lustre", ReadBytes: 1 << 33, WriteBytes: 12 << 30,
+				Calls: [len(AppIOCallOps)]int64{1, 1, 100, 240000, 0, 2, 5, 0, 3}, ReadSeconds: 1.5, WriteSeconds: 60.25, MetaSeconds: 0.001,
+				Sequential: 240050, Random: 50, ReadSizes: [AppIOBuckets]int64{0, 0, 0, 0, 100}, WriteSizes: [AppIOBuckets]int64{0, 240000}}},
 		},
 	}
 }

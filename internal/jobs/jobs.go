@@ -91,6 +91,35 @@ type Summary struct {
 	PerNode       []NodeSummary `json:"nodes"`
 	Stragglers    []string      `json:"stragglers,omitempty"`
 	Notes         []string      `json:"notes,omitempty"`
+	// AppIO is the job's application I/O (libvigilio, vigil iofs) per file
+	// system, busiest first, at most MaxAppIOFS.
+	AppIO []AppIOFS `json:"app_io,omitempty"`
+}
+
+// AppIOCallOps are the operations AppIOFS.Calls counts, in its order (the
+// op label of vigil_appio_calls_total).
+var AppIOCallOps = [...]string{"open", "close", "read", "write", "seek", "sync", "stat", "mmap", "meta"}
+
+// AppIOBuckets is the number of access-size buckets (appio.NBuckets).
+const AppIOBuckets = 10
+
+// MaxAppIOFS bounds the file systems a Summary keeps.
+const MaxAppIOFS = 16
+
+// AppIOFS is a job's application I/O on one file system, whole job.
+type AppIOFS struct {
+	Mountpoint   string                   `json:"mountpoint"`
+	FSType       string                   `json:"fstype"`
+	ReadBytes    int64                    `json:"read_bytes"`
+	WriteBytes   int64                    `json:"write_bytes"`
+	Calls        [len(AppIOCallOps)]int64 `json:"calls"`
+	ReadSeconds  float64                  `json:"read_seconds"`
+	WriteSeconds float64                  `json:"write_seconds"`
+	MetaSeconds  float64                  `json:"meta_seconds"`
+	Sequential   int64                    `json:"sequential"`
+	Random       int64                    `json:"random"`
+	ReadSizes    [AppIOBuckets]int64      `json:"read_sizes"` // per bucket, not cumulative
+	WriteSizes   [AppIOBuckets]int64      `json:"write_sizes"`
 }
 
 // NodeSummary is one node's share of a Summary.

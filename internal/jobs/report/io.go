@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/internal/appio"
+	"github.com/vigil-hpc/vigil/internal/jobs"
 )
 
 // Series keys of the application I/O rates (from the appio plugin): bytes/s
@@ -21,7 +22,62 @@ const (
 const metaOps = "open|close|stat|meta|seek|sync"
 
 // callOps are vigil_appio_calls_total's op values, in display order.
-var callOps = []string{"open", "close", "read", "write", "seek", "sync", "stat", "mmap", "meta"}
+var callOps = jobs.AppIOCallOps[:]
+
+// The summary keeps as many size buckets as the protocol has.
+var _ [jobs.AppIOBuckets]int64 = [appio.NBuckets]int64{}
+
+// summaryIO is io as the job index keeps it: counts rounded to integers,
+// at most jobs.MaxAppIOFS file systems (the busiest).
+func summaryIO(io *IO) []jobs.AppIOFS {
+	if io == nil {
+		return nil
+	}
+	out := make([]jobs.AppIOFS, 0, min(len(io.FS), jobs.MaxAppIOFS))
+	for _, f := range io.FS[:min(len(io.FS), jobs.MaxAppIOFS)] {
+		a := jobs.AppIOFS{Mountpoint: f.Mountpoint, FSType: f.FSType, ReadBytes: int64(f.ReadBytes), WriteBytes: int64(f.WriteBytes),
+			ReadSeconds: f.ReadSeconds, WriteSeconds: f.WriteSeconds, MetaSeconds: f.MetaSeconds,
+			Sequential: int64(f.Sequential), Random: int64(f.Random)}
+		for i, op := range callOps {
+			a.Calls[i] = int64(f.Calls[op])
+		}
+		for i := range a.ReadSizes {
+			a.ReadSizes[i], a.WriteSizes[i] = int64(f.ReadSizes[i]), int64(f.WriteSizes[i])
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// ioFromSummary is the I/O section from the job index's summary, for a job
+// whose raw samples are gone; nil when it has none.
+func ioFromSummary(fs []jobs.AppIOFS) *IO {
+	if len(fs) == 0 {
+		return nil
+	}
+	nb := appio.NBuckets
+	out := &IO{Buckets: slices.Clone(appio.BucketLabels[:]), ReadSizes: make([]float64, nb), WriteSizes: make([]float64, nb)}
+	for _, a := range fs {
+		f := IOFS{Mountpoint: a.Mountpoint, FSType: a.FSType, ReadBytes: float64(a.ReadBytes), WriteBytes: float64(a.WriteBytes),
+			Calls: map[string]float64{}, ReadSeconds: a.ReadSeconds, WriteSeconds: a.WriteSeconds, MetaSeconds: a.MetaSeconds,
+			Sequential: float64(a.Sequential), Random: float64(a.Random), ReadSizes: make([]float64, nb), WriteSizes: make([]float64, nb)}
+		for i, op := range callOps {
+			f.Calls[op] = float64(a.Calls[i])
+		}
+		for i := range nb {
+			f.ReadSizes[i], f.WriteSizes[i] = float64(a.ReadSizes[i]), float64(a.WriteSizes[i])
+			out.ReadSizes[i] += f.ReadSizes[i]
+			out.WriteSizes[i] += f.WriteSizes[i]
+		}
+		out.Sequential += f.Sequential
+		out.Random += f.Random
+		out.ReadSeconds += f.ReadSeconds
+		out.WriteSeconds += f.WriteSeconds
+		out.MetaSeconds += f.MetaSeconds
+		out.FS = append(out.FS, f)
+	}
+	return out
+}
 
 // maxIOFS bounds the file systems a report lists: the plugin folds beyond
 // its own cap, this guards the report against a hostile store.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -183,6 +184,41 @@ func TestReportIO(t *testing.T) {
 	if err := json.Unmarshal(js, &back); err != nil || back.IO == nil || len(back.IO.FS) != 2 || len(back.IO.Buckets) != appio.NBuckets {
 		t.Errorf("JSON io section: %v %+v", err, back.IO)
 	}
+
+	// The summary keeps the section, so the report outlives the raw data:
+	// built again from the summary alone, the same file systems and counts
+	// (rounded as the index keeps them).
+	if len(r.Summary.AppIO) != 2 {
+		t.Fatalf("summary keeps %d file systems, want 2", len(r.Summary.AppIO))
+	}
+	ended := job
+	sum := r.Summary
+	ended.Summary = &sum
+	r2, err := Build(context.Background(), nil, ended, t0.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r2.Source != "summary" || r2.IO == nil || len(r2.IO.FS) != 2 {
+		t.Fatalf("report from the summary: source %s, io %+v", r2.Source, r2.IO)
+	}
+	for i, f := range x.FS {
+		g := r2.IO.FS[i]
+		if g.Mountpoint != f.Mountpoint || g.WriteBytes != float64(int64(f.WriteBytes)) || g.Calls["write"] != float64(int64(f.Calls["write"])) ||
+			math.Abs(g.MetaSeconds-f.MetaSeconds) > 0.001 || !slices.Equal(g.WriteSizes, roundAll(f.WriteSizes)) {
+			t.Errorf("file system %d from the summary %+v, from the store %+v", i, g, f)
+		}
+	}
+	if math.Abs(r2.IO.MetaSeconds-x.MetaSeconds) > 0.01 || !slices.Equal(r2.IO.WriteSizes, roundAll(x.WriteSizes)) {
+		t.Errorf("totals from the summary %+v, from the store %+v", r2.IO, x)
+	}
+}
+
+func roundAll(v []float64) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = float64(int64(x))
+	}
+	return out
 }
 
 // Fewer than 100,000 small writes, or a job without appio series, give no

@@ -113,6 +113,7 @@ func Build(ctx context.Context, q Querier, job jobs.Job, now time.Time) (*Report
 		r.Summary = *job.Summary
 		r.Source = "summary"
 		r.Stragglers = stragglersFromNames(job.ID, job.Summary.Stragglers)
+		r.IO = ioFromSummary(job.Summary.AppIO)
 	}
 	if job.ID == "" || start.IsZero() || !end.After(start) || q == nil {
 		r.finish()
@@ -425,6 +426,7 @@ func fromStore(ctx context.Context, q Querier, r *Report, start, end time.Time) 
 	}
 	r.Summary = s
 	r.Summary.Notes = append(notes(r), ioNotes(r.IO)...)
+	r.Summary.AppIO = summaryIO(r.IO)
 	return true, nil
 }
 
