@@ -434,3 +434,26 @@ func ReadEvents(body io.Reader, fn func(data []byte) error) error {
 	}
 	return ErrStreamEnded
 }
+
+// Follow runs once (one read of a live stream) again and again until ctx
+// ends, telling stderr each time the stream breaks and waiting a second
+// before reconnecting. A refused request (4xx other than 408 and 429:
+// a bad query, no credentials) would fail again: Follow returns it.
+func Follow(ctx context.Context, name string, stderr io.Writer, once func() error) error {
+	for {
+		err := once()
+		if ctx.Err() != nil {
+			return nil
+		}
+		var ae *Error
+		if errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500 && ae.Status != http.StatusRequestTimeout && ae.Status != http.StatusTooManyRequests {
+			return err
+		}
+		fmt.Fprintf(stderr, "%s: %v; reconnecting\n", name, err)
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}

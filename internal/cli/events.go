@@ -3,11 +3,9 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -101,22 +99,7 @@ func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // followEvents reads the live stream, reconnecting after a lost
 // connection from the last event seen, until ctx ends.
 func followEvents(ctx context.Context, c *apiclient.Client, q url.Values, last uint64, p *eventPrinter, stderr io.Writer) error {
-	for {
-		err := followEventsOnce(ctx, c, q, &last, p)
-		if ctx.Err() != nil {
-			return nil
-		}
-		var ae *apiclient.Error
-		if errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500 && ae.Status != http.StatusRequestTimeout && ae.Status != http.StatusTooManyRequests {
-			return err
-		}
-		fmt.Fprintf(stderr, "vigil events: %v; reconnecting\n", err)
-		select {
-		case <-time.After(time.Second):
-		case <-ctx.Done():
-			return nil
-		}
-	}
+	return apiclient.Follow(ctx, "vigil events", stderr, func() error { return followEventsOnce(ctx, c, q, &last, p) })
 }
 
 func followEventsOnce(ctx context.Context, c *apiclient.Client, q url.Values, last *uint64, p *eventPrinter) error {

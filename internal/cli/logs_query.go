@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -225,23 +224,7 @@ func logsTail(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		last = st.Store.LastSeq
 	}
-	for {
-		err := followOnce(ctx, c, q, &last, stdout, f.asJSON)
-		if ctx.Err() != nil {
-			return nil
-		}
-		// A refused request (bad query, no credentials) fails again.
-		var ae *apiclient.Error
-		if errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500 && ae.Status != http.StatusRequestTimeout && ae.Status != http.StatusTooManyRequests {
-			return err
-		}
-		fmt.Fprintf(stderr, "vigil logs tail: %v; reconnecting\n", err)
-		select {
-		case <-time.After(time.Second):
-		case <-ctx.Done():
-			return nil
-		}
-	}
+	return apiclient.Follow(ctx, "vigil logs tail", stderr, func() error { return followOnce(ctx, c, q, &last, stdout, f.asJSON) })
 }
 
 // followOnce reads one event stream, advancing *last past each record.

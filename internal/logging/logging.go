@@ -58,3 +58,20 @@ func New(w io.Writer, o Options) (*slog.Logger, error) {
 	}
 	return slog.New(slog.NewTextHandler(w, ho)), nil
 }
+
+// OnChange logs a recurring error once per kind: Warn logs err when its
+// text differs from the last one logged, and a nil err forgets it, so the
+// next failure is logged again. Not safe for concurrent use.
+type OnChange struct{ last string }
+
+// Warn logs msg with err at warning level if err is new.
+func (o *OnChange) Warn(log *slog.Logger, msg string, err error) {
+	if err == nil {
+		o.last = ""
+		return
+	}
+	if s := err.Error(); s != o.last {
+		o.last = s
+		log.Warn(msg, "err", err)
+	}
+}

@@ -3,8 +3,10 @@ package logging
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"io"
+	"log/slog"
 	"strings"
 	"testing"
 )
@@ -46,5 +48,17 @@ func TestFlags(t *testing.T) {
 		if !tc.check(strings.TrimSpace(buf.String())) {
 			t.Errorf("%v: logged %q", tc.args, buf.String())
 		}
+	}
+}
+
+func TestOnChange(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	var o OnChange
+	for _, err := range []error{errors.New("disk full"), errors.New("disk full"), nil, errors.New("disk full"), errors.New("read-only")} {
+		o.Warn(log, "store", err)
+	}
+	if n := strings.Count(buf.String(), "level=WARN"); n != 3 {
+		t.Fatalf("%d warnings, want 3 (a repeat is quiet, a recovery re-arms, a new kind is told):\n%s", n, buf.String())
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/vigil-hpc/vigil/internal/httpsec"
 	"github.com/vigil-hpc/vigil/internal/ingest"
+	"github.com/vigil-hpc/vigil/internal/logging"
 	"github.com/vigil-hpc/vigil/internal/store"
 )
 
@@ -86,20 +87,13 @@ func (s *Server) selfScrape(ctx context.Context, every time.Duration) {
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
-	var lastErr string
+	var failed logging.OnChange // each kind of failure once, not once per interval
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			err := s.scrapeSelf(now)
-			// Log each kind of failure once, not once per interval.
-			if msg := fmt.Sprint(err); err != nil && msg != lastErr {
-				s.log.Warn("storing the server's own metrics", "err", err)
-				lastErr = msg
-			} else if err == nil {
-				lastErr = ""
-			}
+			failed.Warn(s.log, "storing the server's own metrics", s.scrapeSelf(now))
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/storage"
 
+	"github.com/vigil-hpc/vigil/internal/logging"
 	"github.com/vigil-hpc/vigil/internal/logs/logstore"
 	"github.com/vigil-hpc/vigil/internal/logs/syslog"
 )
@@ -271,20 +272,13 @@ type sample struct {
 func (s *Service) runMetrics(ctx context.Context) {
 	t := time.NewTicker(s.mcfg.Interval)
 	defer t.Stop()
-	var lastErr string
+	var failed logging.OnChange // each kind of failure once, not once per interval
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			err := s.writeMetrics(now)
-			// Log each kind of failure once, not once per interval.
-			if msg := fmt.Sprint(err); err != nil && msg != lastErr {
-				s.log.Warn("storing log pattern metrics", "err", err)
-				lastErr = msg
-			} else if err == nil {
-				lastErr = ""
-			}
+			failed.Warn(s.log, "storing log pattern metrics", s.writeMetrics(now))
 		}
 	}
 }
