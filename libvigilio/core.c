@@ -511,7 +511,7 @@ static void drop_conn(void)
 	/* Close only a socket that is still ours: the program may have reused the number. */
 	struct stat st;
 	if (conn_fd >= 0 && fstat(conn_fd, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino == conn_ino)
-		syscall(SYS_close, conn_fd);
+		VIO_SYS(SYS_close, conn_fd, 0, 0);
 	conn_fd = -1;
 	__atomic_store_n(&vio_sock_fd, -1, __ATOMIC_RELAXED);
 }
@@ -563,21 +563,21 @@ static void try_connect(void)
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur <= 1100)
 		floor = (int)(rl.rlim_cur / 2);
 	if (floor > 3) {
-		int hi = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, floor);
+		int hi = (int)VIO_SYS(SYS_fcntl, fd, F_DUPFD_CLOEXEC, floor);
 		if (hi >= 0) {
-			syscall(SYS_close, fd);
+			VIO_SYS(SYS_close, fd, 0, 0);
 			fd = hi;
 		}
 	}
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	memcpy(sa.sun_path, sock_path, sizeof sa.sun_path);
 	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-		syscall(SYS_close, fd);
+		VIO_SYS(SYS_close, fd, 0, 0);
 		return;
 	}
 	struct stat st;
 	if (fstat(fd, &st) != 0) {
-		syscall(SYS_close, fd);
+		VIO_SYS(SYS_close, fd, 0, 0);
 		return;
 	}
 	conn_fd = fd;
@@ -839,7 +839,7 @@ static void atfork_child(void)
 	pthread_mutex_init(&rep_mu, NULL);
 	table_lock = 0;
 	if (conn_fd >= 0)
-		syscall(SYS_close, conn_fd);
+		VIO_SYS(SYS_close, conn_fd, 0, 0);
 	conn_fd = -1;
 	__atomic_store_n(&vio_sock_fd, -1, __ATOMIC_RELAXED);
 	ever_tried = 0;

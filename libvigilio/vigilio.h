@@ -8,6 +8,58 @@
 #include <sys/types.h>
 #include <time.h>
 
+/*
+ * The library's own system calls. Where the library wraps syscall() (for
+ * programs that call openat2 and close_range through it), its own calls and
+ * the wrappers' fallbacks must not come back into the wrapper: they trap
+ * directly. Elsewhere they are glibc's syscall().
+ */
+#include <errno.h>
+#if defined(__x86_64__)
+#define VIO_WRAP_SYSCALL 1
+static inline long vio_raw_syscall(long n, long a, long b, long c, long d, long e, long f)
+{
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+	register long r9 __asm__("r9") = f;
+	long r;
+	__asm__ volatile("syscall"
+			 : "=a"(r)
+			 : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+	if (r < 0 && r > -4096) {
+		errno = (int)-r;
+		return -1;
+	}
+	return r;
+}
+#elif defined(__aarch64__)
+#define VIO_WRAP_SYSCALL 1
+static inline long vio_raw_syscall(long n, long a, long b, long c, long d, long e, long f)
+{
+	register long x8 __asm__("x8") = n;
+	register long x0 __asm__("x0") = a;
+	register long x1 __asm__("x1") = b;
+	register long x2 __asm__("x2") = c;
+	register long x3 __asm__("x3") = d;
+	register long x4 __asm__("x4") = e;
+	register long x5 __asm__("x5") = f;
+	__asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5) : "memory");
+	if (x0 < 0 && x0 > -4096) {
+		errno = (int)-x0;
+		return -1;
+	}
+	return x0;
+}
+#else
+#include <unistd.h>
+static inline long vio_raw_syscall(long n, long a, long b, long c, long d, long e, long f)
+{
+	return syscall(n, a, b, c, d, e, f);
+}
+#endif
+#define VIO_SYS(n, a, b, c) vio_raw_syscall((long)(n), (long)(a), (long)(b), (long)(c), 0, 0, 0)
+
 #define VIO_EXPORT __attribute__((visibility("default")))
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)

@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -43,7 +44,14 @@ int fcntl64(int, int, ...);
 int close_range(unsigned, unsigned, int);
 void closefrom(int);
 
+#ifdef VIO_WRAP_SYSCALL
+#define REAL_SYSCALL(X) X(syscall)
+#else
+#define REAL_SYSCALL(X)
+#endif
+
 #define REALS(X) \
+	REAL_SYSCALL(X) \
 	X(open) X(open64) X(openat) X(openat64) X(creat) X(creat64) X(__open_2) X(__open64_2) X(__openat_2) \
 	X(close) X(close_range) X(closefrom) X(read) X(write) X(__read_chk) X(pread) X(pread64) X(pwrite) \
 	X(pwrite64) X(readv) X(writev) X(preadv) X(preadv64) X(pwritev) X(pwritev64) X(preadv2) X(pwritev2) \
@@ -123,7 +131,7 @@ static int openat_sys(int dirfd, const char *path, int flags, ...)
 	va_start(ap, flags);
 	mode_t mode = mode_arg(flags, ap);
 	va_end(ap);
-	return (int)syscall(SYS_openat, dirfd, path, flags, mode);
+	return (int)vio_raw_syscall(SYS_openat, dirfd, (long)path, flags, mode, 0, 0);
 }
 
 static int open_fn(int dirfd, const char *path, int flags, ...)
@@ -215,7 +223,7 @@ VIO_EXPORT int __openat_2(int dirfd, const char *path, int flags)
 
 VIO_EXPORT int close(int fd)
 {
-	NEED(close, (int)syscall(SYS_close, fd));
+	NEED(close, (int)VIO_SYS(SYS_close, fd, 0, 0));
 	if (unlikely(fd == vio_sock_fd && fd >= 0))
 		vio_close_range((unsigned)fd, (unsigned)fd, 0);
 	int s = fd_slot(fd);
@@ -230,7 +238,7 @@ VIO_EXPORT int close(int fd)
 
 VIO_EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
-	NEED(close_range, (int)syscall(SYS_close_range, first, last, flags));
+	NEED(close_range, (int)VIO_SYS(SYS_close_range, first, last, flags));
 	int e = errno;
 	if (vio_enabled && first <= last)
 		vio_close_range(first, last, (flags & CLOSE_RANGE_CLOEXEC) != 0);
@@ -247,6 +255,40 @@ VIO_EXPORT void closefrom(int lowfd)
 	errno = e;
 	real_closefrom(lowfd);
 }
+
+/* ---- syscall(): openat2 has no glibc wrapper, so programs call it this way ---- */
+
+#ifdef VIO_WRAP_SYSCALL
+VIO_EXPORT long syscall(long n, ...)
+{
+	/* Six argument words, as the kernel takes: extra ones are never used. */
+	va_list ap;
+	va_start(ap, n);
+	long a = va_arg(ap, long), b = va_arg(ap, long), c = va_arg(ap, long);
+	long d = va_arg(ap, long), e = va_arg(ap, long), f = va_arg(ap, long);
+	va_end(ap);
+	NEED(syscall, vio_raw_syscall(n, a, b, c, d, e, f));
+	if (likely(!vio_enabled))
+		return real_syscall(n, a, b, c, d, e, f);
+	switch (n) {
+	case SYS_openat2: {
+		/* openat2(dirfd, path, how, size) */
+		const struct open_how *how = (const struct open_how *)c;
+		TIMED(long, r, real_syscall(n, a, b, c, d, e, f));
+		/* The kernel read how; r >= 0 means it was valid memory. */
+		if (r >= 0 && how && (size_t)d >= sizeof how->flags)
+			vio_opened((int)r, (const char *)b, (int)a, (int)how->flags, dt_);
+		errno = e_;
+		return r;
+	}
+	case SYS_close:
+		return close((int)a);
+	case SYS_close_range:
+		return close_range((unsigned)a, (unsigned)b, (int)c);
+	}
+	return real_syscall(n, a, b, c, d, e, f);
+}
+#endif
 
 /* ---- read and write ---- */
 
@@ -265,9 +307,9 @@ VIO_EXPORT void closefrom(int lowfd)
 		return r; \
 	}
 
-IO_WRAP(ssize_t, read, (int fd, void *buf, size_t n), (fd, buf, n), fd, 0, -1, syscall(SYS_read, fd, buf, n))
+IO_WRAP(ssize_t, read, (int fd, void *buf, size_t n), (fd, buf, n), fd, 0, -1, VIO_SYS(SYS_read, fd, buf, n))
 IO_WRAP(ssize_t, write, (int fd, const void *buf, size_t n), (fd, buf, n), fd, 1, -1,
-	syscall(SYS_write, fd, buf, n))
+	VIO_SYS(SYS_write, fd, buf, n))
 IO_WRAP(ssize_t, __read_chk, (int fd, void *buf, size_t n, size_t cap), (fd, buf, n, cap), fd, 0, -1, ENOSYS_INT)
 IO_WRAP(ssize_t, pread, (int fd, void *buf, size_t n, off_t o), (fd, buf, n, o), fd, 0, o, ENOSYS_INT)
 IO_WRAP(ssize_t, pread64, (int fd, void *buf, size_t n, off64_t o), (fd, buf, n, o), fd, 0, o, ENOSYS_INT)
@@ -409,7 +451,7 @@ VIO_EXPORT int fcntl(int fd, int cmd, ...)
 	va_start(ap, cmd);
 	void *arg = va_arg(ap, void *); /* int or pointer: the same register either way */
 	va_end(ap);
-	NEED(fcntl, (int)syscall(SYS_fcntl, fd, cmd, arg));
+	NEED(fcntl, (int)VIO_SYS(SYS_fcntl, fd, cmd, arg));
 	return fcntl_any(real_fcntl, fd, cmd, arg);
 }
 
@@ -419,7 +461,7 @@ VIO_EXPORT int fcntl64(int fd, int cmd, ...)
 	va_start(ap, cmd);
 	void *arg = va_arg(ap, void *);
 	va_end(ap);
-	NEED(fcntl64, (int)syscall(SYS_fcntl, fd, cmd, arg));
+	NEED(fcntl64, (int)VIO_SYS(SYS_fcntl, fd, cmd, arg));
 	return fcntl_any(real_fcntl64, fd, cmd, arg);
 }
 
@@ -444,7 +486,7 @@ MMAP_WRAP(mmap64, off64_t)
 
 VIO_EXPORT int munmap(void *addr, size_t len)
 {
-	NEED(munmap, (int)syscall(SYS_munmap, addr, len));
+	NEED(munmap, (int)VIO_SYS(SYS_munmap, addr, len, 0));
 	int s = vio_mmap_find(addr, 1);
 	if (s < 0)
 		return real_munmap(addr, len);
@@ -770,7 +812,7 @@ VIO_EXPORT void rewind(FILE *f)
 
 VIO_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
-	NEED(execve, (int)syscall(SYS_execve, path, argv, envp));
+	NEED(execve, (int)VIO_SYS(SYS_execve, path, argv, envp));
 	vio_before_exec();
 	return real_execve(path, argv, envp);
 }

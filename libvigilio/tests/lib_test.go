@@ -363,3 +363,46 @@ func TestDisabledAndExcluded(t *testing.T) {
 	eq(t, "reads of /dev/zero", s.file("/dev/zero", 0)[cReads], 10)
 	eq(t, "writes to the excluded file", s.file(p, 0)[cWrites], 0)
 }
+
+// TestCalls checks each call of the list that Darshan does not wrap
+// (openat2 through syscall(), close_range, copy_file_range, sendfile, statx,
+// fstatat, preadv2/pwritev2) and the rarer ones it does (dup3, fcntl
+// F_DUPFD*, mmap/msync/munmap, rename, unlink, fprintf/vfprintf/fputs/fgets,
+// the fseek family), one file each, with exact counts.
+func TestCalls(t *testing.T) {
+	l := listen(t)
+	dir := t.TempDir()
+	l.run(t, nil, progsPath(t), "calls", dir)
+	s := l.waitBye(t, 1)
+	type want struct {
+		file string
+		what string
+		idx  int
+		n    uint64
+	}
+	for _, w := range []want{
+		{"openat2", "opens", cOpens, 1}, {"openat2", "writes", cWrites, 1}, {"openat2", "bytes_written", cBytesWritten, 10},
+		{"openat2", "closes", cCloses, 1},
+		// The write after close_range fails with EBADF and must not count for cr_a.
+		{"cr_a", "writes", cWrites, 1}, {"cr_a", "bytes_written", cBytesWritten, 5}, {"cr_a", "closes", cCloses, 1},
+		{"cr_b", "opens", cOpens, 1}, {"cr_b", "bytes_written", cBytesWritten, 7}, {"cr_b", "closes (syscall close_range)", cCloses, 1},
+		{"cr_c", "bytes_written", cBytesWritten, 9}, {"cr_c", "closes (syscall close)", cCloses, 1},
+		{"cr_d", "writes", cWrites, 1}, {"cr_d", "bytes_written", cBytesWritten, 11}, {"cr_d", "closes", cCloses, 1},
+		{"src", "reads (copy_file_range, sendfile)", cReads, 2}, {"src", "bytes_read", cBytesRead, 4096 + 3000},
+		{"src", "writes", cWrites, 1},
+		{"cfr", "writes", cWrites, 1}, {"cfr", "bytes_written", cBytesWritten, 4096},
+		{"sendfile", "writes", cWrites, 1}, {"sendfile", "bytes_written", cBytesWritten, 3000},
+		{"v2", "writes (pwritev2, via dup3, F_DUPFD, F_DUPFD_CLOEXEC)", cWrites, 4}, {"v2", "bytes_written", cBytesWritten, 306},
+		{"v2", "reads (preadv2)", cReads, 1}, {"v2", "bytes_read", cBytesRead, 300},
+		{"v2", "stats (stat, lstat, fstat, 2 fstatat, 2 statx)", cStats, 7},
+		{"v2", "meta_other (dup3, 2 F_DUPFD, F_GETFL)", cMetaOther, 4}, {"v2", "closes (4 fds)", cCloses, 4},
+		{"v2", "opens", cOpens, 1},
+		{"mmap", "mmaps", cMmaps, 1}, {"mmap", "meta_other (msync, munmap)", cMetaOther, 2}, {"mmap", "closes", cCloses, 1},
+		{"old", "meta_other (rename)", cMetaOther, 1}, {"new", "meta_other (unlink)", cMetaOther, 1},
+		{"stdio", "writes (fprintf, vfprintf, fputs)", cWrites, 3}, {"stdio", "bytes_written", cBytesWritten, 13},
+		{"stdio", "reads (2 fgets)", cReads, 2}, {"stdio", "bytes_read", cBytesRead, 12},
+		{"stdio", "seeks (fseek, fseeko, fseeko64, rewind)", cSeeks, 4}, {"stdio", "opens", cOpens, 1}, {"stdio", "closes", cCloses, 1},
+	} {
+		eq(t, w.file+": "+w.what, s.file(filepath.Join(dir, w.file), 0)[w.idx], w.n)
+	}
+}
