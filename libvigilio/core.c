@@ -116,6 +116,14 @@ static uint64_t send_deadline_ns;
  */
 static int inline_mode;
 static uint64_t next_flush_ns;
+/* The process the tables belong to: a vfork child shares them, and must not
+ * flush or disconnect them at its exec or _exit (fork handlers do not run for it). */
+static pid_t owner_pid;
+
+static int vforked(void)
+{
+	return (pid_t)VIO_SYS(SYS_getpid, 0, 0, 0) != owner_pid;
+}
 
 static int spin_lock(int *l)
 {
@@ -817,7 +825,7 @@ static void inline_tick(void)
 /* Before exec: the image's counts so far, then BYE (the new image reconnects). */
 void vio_before_exec(void)
 {
-	if (!vio_enabled || !__atomic_load_n(&vio_rep_started, __ATOMIC_RELAXED))
+	if (!vio_enabled || !__atomic_load_n(&vio_rep_started, __ATOMIC_RELAXED) || vforked())
 		return;
 	int e = errno;
 	pthread_mutex_lock(&rep_mu);
@@ -838,6 +846,7 @@ static void atfork_child(void)
 	/* The child starts with fresh counters and its own connection (its own SO_PEERCRED). */
 	pthread_mutex_init(&rep_mu, NULL);
 	table_lock = 0;
+	owner_pid = (pid_t)VIO_SYS(SYS_getpid, 0, 0, 0);
 	if (conn_fd >= 0)
 		VIO_SYS(SYS_close, conn_fd, 0, 0);
 	conn_fd = -1;
@@ -938,16 +947,14 @@ __attribute__((constructor)) static void vio_init(void)
 	add_prefixes(getenv("VIGIL_IO_INCLUDE"), 1, &used);
 	if (pthread_key_create(&blk_key, release_block) != 0)
 		return;
+	owner_pid = (pid_t)VIO_SYS(SYS_getpid, 0, 0, 0);
 	pthread_atfork(NULL, NULL, atfork_child);
 	vio_enabled = 1;
 }
 
-__attribute__((destructor)) static void vio_fini(void)
+/* The final, partial interval and BYE, once. */
+static void final_flush(void)
 {
-	if (!vio_enabled)
-		return;
-	/* The final, partial interval and BYE; a program ending in _exit or a signal skips this. */
-	pthread_mutex_lock(&rep_mu);
 	if (!__atomic_load_n(&finished, __ATOMIC_RELAXED) && __atomic_load_n(&vio_rep_started, __ATOMIC_RELAXED)) {
 		__atomic_store_n(&finished, 1, __ATOMIC_RELEASE);
 		if (conn_fd < 0)
@@ -957,5 +964,38 @@ __attribute__((destructor)) static void vio_fini(void)
 		drop_conn();
 	}
 	__atomic_store_n(&finished, 1, __ATOMIC_RELEASE);
+}
+
+__attribute__((destructor)) static void vio_fini(void)
+{
+	if (!vio_enabled)
+		return;
+	/* exit and return from main; _exit has its own wrapper, a signal skips both. */
+	pthread_mutex_lock(&rep_mu);
+	final_flush();
 	pthread_mutex_unlock(&rep_mu);
+}
+
+/*
+ * _exit and _Exit run no destructor: forked workers (fio's jobs, shells'
+ * children) end this way, so their last interval is flushed here. The lock
+ * is waited for a bounded time: a signal handler that calls _exit while its
+ * own thread was flushing must not hang.
+ */
+void vio_exiting(void)
+{
+	if (!vio_enabled || !__atomic_load_n(&vio_rep_started, __ATOMIC_RELAXED) ||
+	    __atomic_load_n(&finished, __ATOMIC_RELAXED) || vforked())
+		return;
+	int e = errno;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += SEND_BUDGET_MS * 1000000L;
+	ts.tv_sec += ts.tv_nsec / 1000000000L;
+	ts.tv_nsec %= 1000000000L;
+	if (pthread_mutex_timedlock(&rep_mu, &ts) == 0) {
+		final_flush();
+		pthread_mutex_unlock(&rep_mu);
+	}
+	errno = e;
 }

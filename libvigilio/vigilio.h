@@ -168,6 +168,7 @@ void vio_mmap_add(void *addr, size_t len, int slot);
 int vio_mmap_find(void *addr, int forget);
 void vio_resolve(void);
 void vio_before_exec(void);
+void vio_exiting(void);
 int vio_in_lib(void);
 
 /* Hot path, inlined into the wrappers. */

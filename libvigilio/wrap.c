@@ -63,7 +63,7 @@ void closefrom(int);
 	X(fopen) X(fopen64) X(fdopen) X(freopen) X(freopen64) X(fread) X(__fread_chk) X(fwrite) X(fgets) \
 	X(__fgets_chk) X(fputs) X(vfprintf) X(__vfprintf_chk) X(fflush) X(fclose) X(fseek) X(fseeko) \
 	X(fseeko64) X(ftell) X(ftello) X(ftello64) X(rewind) \
-	X(execve) X(execv) X(execvp) X(execvpe) X(fexecve)
+	X(_exit) X(_Exit) X(execve) X(execv) X(execvp) X(execvpe) X(fexecve)
 
 #define DECLARE(name) static __typeof__(name) *real_##name;
 REALS(DECLARE)
@@ -806,6 +806,26 @@ VIO_EXPORT void rewind(FILE *f)
 	(void)r;
 	vio_seeked(fd, s, 0, dt_);
 	errno = e_;
+}
+
+/* ---- _exit: flush first, it runs no destructor ---- */
+
+VIO_EXPORT void _exit(int status)
+{
+	vio_exiting();
+	if (real__exit)
+		real__exit(status);
+	VIO_SYS(SYS_exit_group, status, 0, 0);
+	__builtin_unreachable();
+}
+
+VIO_EXPORT void _Exit(int status)
+{
+	vio_exiting();
+	if (real__Exit)
+		real__Exit(status);
+	VIO_SYS(SYS_exit_group, status, 0, 0);
+	__builtin_unreachable();
 }
 
 /* ---- exec: flush first, exec does not run destructors ---- */

@@ -406,3 +406,75 @@ func TestCalls(t *testing.T) {
 		eq(t, w.file+": "+w.what, s.file(filepath.Join(dir, w.file), 0)[w.idx], w.n)
 	}
 }
+
+// fio runs Debian's fio with one job of 1 MiB in 64 KiB blocks on file.
+func (l *listener) fio(t *testing.T, bin, file, engine, rw string) {
+	t.Helper()
+	l.run(t, fast, bin, "--name=t", "--filename="+file, "--rw="+rw, "--bs=64k", "--size=1m",
+		"--ioengine="+engine, "--output=/dev/null")
+}
+
+// TestFio: fio's psync engine writes and reads with pwrite and pread (its
+// job runs in a forked process); the mmap engine lays the file out with
+// write and then maps it, which the library sees as one mmap (the page
+// traffic itself is vigil iofs's to see).
+func TestFio(t *testing.T) {
+	fio := testutil.LookPeer(t, "fio", "apt-get install fio")
+	dir := t.TempDir()
+
+	l := listen(t)
+	p := filepath.Join(dir, "psync")
+	l.fio(t, fio, p, "psync", "write")
+	c := l.waitFile(t, p, func(c counters) bool { return c[cWrites] >= 16 && c[cCloses] >= 1 })
+	eq(t, "psync write: writes", c[cWrites], 16)
+	eq(t, "psync write: bytes_written", c[cBytesWritten], 1<<20)
+	eq(t, "psync write: writes of (10K,100K]", c[cWHist+3], 16)
+	eq(t, "psync write: sequential", c[cSeq], 15)
+	eq(t, "psync write: reads", c[cReads], 0)
+
+	l = listen(t)
+	l.fio(t, fio, p, "psync", "read")
+	c = l.waitFile(t, p, func(c counters) bool { return c[cReads] >= 16 && c[cCloses] >= 1 })
+	eq(t, "psync read: reads", c[cReads], 16)
+	eq(t, "psync read: bytes_read", c[cBytesRead], 1<<20)
+	eq(t, "psync read: reads of (10K,100K]", c[cRHist+3], 16)
+	eq(t, "psync read: writes (the file was laid out already)", c[cWrites], 0)
+
+	l = listen(t)
+	m := filepath.Join(dir, "mmap")
+	l.fio(t, fio, m, "mmap", "write")
+	c = l.waitFile(t, m, func(c counters) bool { return c[cWrites] >= 16 && c[cMmaps] >= 1 })
+	eq(t, "mmap write: layout writes", c[cWrites], 16)
+	eq(t, "mmap write: layout bytes", c[cBytesWritten], 1<<20)
+	eq(t, "mmap write: mmaps", c[cMmaps], 1)
+	eq(t, "mmap write: opens (layout, job)", c[cOpens], 2)
+}
+
+// TestUnderscoreExit: a forked child that ends in _exit (no destructor)
+// still reports its last interval; a vforked child's exec and _exit, on the
+// parent's memory, neither flush nor end the parent's reporting.
+func TestUnderscoreExit(t *testing.T) {
+	l := listen(t)
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	cmd := l.command(t, nil, progsPath(t), "fexit", a, b)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("fexit: %v\n%s", err, out)
+	}
+	parent := int32(cmd.Process.Pid)
+	s := l.waitBye(t, 2)
+	if len(s) != 2 {
+		t.Errorf("%d connections, want 2 (parent, forked child; the vforked one shares the parent's)", len(s))
+	}
+	eq(t, "parent: writes to a", s.file(a, parent)[cWrites], 3)
+	eq(t, "parent: bytes to a", s.file(a, parent)[cBytesWritten], 300)
+	var child int32
+	for _, c := range s {
+		if c.pid != parent {
+			child = c.pid
+		}
+	}
+	eq(t, "child: writes to a", s.file(a, child)[cWrites], 3)
+	eq(t, "child: writes to b", s.file(b, child)[cWrites], 4)
+	eq(t, "child: bytes to b", s.file(b, child)[cBytesWritten], 40)
+}

@@ -346,16 +346,52 @@ static int calls(char **a)
 	return close(dfd);
 }
 
+/* fexit A B: the parent writes 2×100 to A; a forked child 3×10 to A and
+ * 4×10 to B and ends in _exit; a vforked child fails to exec and ends in
+ * _exit; the parent writes 1×100 more to A and exits. */
+static int fexit(char **a)
+{
+	int fa = open(a[0], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fa < 0)
+		die("open A");
+	put(fa, 2, 100);
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork");
+	if (pid == 0) {
+		put(fa, 3, 10);
+		int fb = open(a[1], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fb < 0)
+			die("open B");
+		put(fb, 4, 10);
+		_exit(0);
+	}
+	int st;
+	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		die("child");
+	pid = vfork();
+	if (pid < 0)
+		die("vfork");
+	if (pid == 0) {
+		execl("/nonexistent/vigil", "x", (char *)NULL);
+		_exit(127);
+	}
+	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 127)
+		die("vfork child");
+	put(fa, 1, 100);
+	return close(fa);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct { const char *name; int nargs; int (*fn)(char **); } cmds[] = {
 		{ "threads", 3, threads }, { "fork", 2, forked }, { "exec", 2, execd }, { "errno", 1, errnos },
 		{ "fold", 2, fold }, { "spin", 1, spin }, { "closeall", 2, closeall }, { "stdio", 1, stdio },
-		{ "calls", 1, calls },
+		{ "calls", 1, calls }, { "fexit", 2, fexit },
 	};
 	for (size_t i = 0; argc > 1 && i < sizeof cmds / sizeof *cmds; i++)
 		if (strcmp(argv[1], cmds[i].name) == 0 && argc - 2 == cmds[i].nargs)
 			return cmds[i].fn(argv + 2);
-	fprintf(stderr, "usage: progs threads|fork|exec|errno|fold|spin|closeall|stdio|calls ARGS\n");
+	fprintf(stderr, "usage: progs threads|fork|exec|errno|fold|spin|closeall|stdio|calls|fexit ARGS\n");
 	return 2;
 }
