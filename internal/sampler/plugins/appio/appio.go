@@ -248,9 +248,13 @@ type Plugin struct {
 
 	// mu guards the accumulated state; connections hold it for one
 	// message, the tick only tries it.
-	mu       sync.Mutex
-	jobs     map[string]*jobAcc
-	order    []*jobAcc // by id
+	mu    sync.Mutex
+	jobs  map[string]*jobAcc
+	order []*jobAcc // by id
+	// retired are jobs whose grace ended, kept (at most max_jobs, the
+	// longest idle dropped first) so that a later process of the same job
+	// carries on from their totals instead of restarting them at zero.
+	retired  map[string]*jobAcc
 	ring     []FileRecord
 	ringNext int
 	ringLen  int
@@ -369,6 +373,7 @@ func (p *Plugin) copyLocked(now time.Time) {
 	for _, j := range p.order {
 		if j.procs == 0 && now.Sub(j.active) > grace {
 			delete(p.jobs, j.id)
+			p.retire(j)
 			continue
 		}
 		p.order[n] = j
@@ -453,12 +458,36 @@ func (p *Plugin) job(id string, now time.Time) *jobAcc {
 		p.foldJob.Add(1)
 		return p.job(Other, now)
 	}
-	j := &jobAcc{id: id, active: now,
-		dProcs: metric.NewDesc("vigil_appio_processes", "Processes of the job connected to the appio socket.", metric.Gauge, "jobid", id)}
+	j := p.retired[id]
+	if j != nil {
+		delete(p.retired, id)
+		j.active = now
+	} else {
+		j = &jobAcc{id: id, active: now,
+			dProcs: metric.NewDesc("vigil_appio_processes", "Processes of the job connected to the appio socket.", metric.Gauge, "jobid", id)}
+	}
 	p.jobs[id] = j
 	p.order = append(p.order, j)
 	slices.SortFunc(p.order, func(a, b *jobAcc) int { return strings.Compare(a.id, b.id) })
 	return j
+}
+
+// retire keeps an ended job's totals, dropping the longest idle retired
+// job beyond max_jobs. Called with mu held.
+func (p *Plugin) retire(j *jobAcc) {
+	if p.retired == nil {
+		p.retired = make(map[string]*jobAcc)
+	}
+	if len(p.retired) >= p.cfg.MaxJobs {
+		var oldest *jobAcc
+		for _, r := range p.retired {
+			if oldest == nil || r.active.Before(oldest.active) {
+				oldest = r
+			}
+		}
+		delete(p.retired, oldest.id)
+	}
+	p.retired[j.id] = j
 }
 
 // mount returns the job's accumulator for a file system; beyond

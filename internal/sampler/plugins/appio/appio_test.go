@@ -844,3 +844,54 @@ func TestStarvedTickGoesFirst(t *testing.T) {
 		t.Errorf("after the connection went on: %v, want 2", v)
 	}
 }
+
+// TestCountersRestart: a job's series never restart while the sampler
+// runs. A second connection of the same process (the library restarted or
+// reconnected) adds to the totals; so does a new process of the job after
+// the first one left and the grace period ended (the series pause, then
+// resume from their totals). Retired jobs are bounded by max_jobs.
+func TestCountersRestart(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxJobs = 2
+	root := fixture(t, map[int]string{os.Getpid(): "9"})
+	p := newPlugin(t, root, cfg)
+	k := series("9", "/scratch", "lustre", "vigil_appio_bytes_total", "op", "write")
+	send := func(n uint64, want uint64, now time.Time) {
+		t.Helper()
+		c := dial(t, p)
+		rec := appio.Record{FileID: 1}
+		rec.C[appio.Writes], rec.C[appio.BytesWritten] = 1, n
+		before := p.nRecords.Load()
+		c.send(hello(""), file(1, "/scratch/x"), interval(rec), appio.AppendBye(nil))
+		waitRecords(t, p, before+1)
+		c.c.Close()
+		waitFor(t, "the disconnect", func() bool { return p.nConns.Load() == 0 })
+		if got := sample(t, p, now)[k]; got != float64(want) {
+			t.Fatalf("after %d more bytes: %s = %v, want %v", n, k, got, want)
+		}
+	}
+	grace := time.Duration(p.cfg.Grace)
+	send(100, 100, time.Now())
+	send(20, 120, time.Now()) // the library reconnected: a new connection, new file ids
+	if m := sample(t, p, time.Now().Add(grace+time.Second)); m["vigil_appio_jobs{}"] != 0 {
+		t.Fatalf("the job outlived its grace: %v", m)
+	}
+	send(3, 123, time.Now()) // a later process of the job
+	// Two other jobs come and go; with max_jobs 2 the longest idle
+	// retired one is dropped.
+	for _, id := range []string{"70", "71"} {
+		write(t, filepath.Join(root, "proc", fmt.Sprint(os.Getpid()), "cgroup"), "0::/slurmstepd.scope/job_"+id+"/step_0\n")
+		c := dial(t, p)
+		c.send(hello(""))
+		waitFor(t, "job "+id, func() bool { _, ok := sample(t, p, time.Now())["vigil_appio_processes{jobid="+id+"}"]; return ok })
+		c.c.Close()
+		waitFor(t, "the disconnect", func() bool { return p.nConns.Load() == 0 })
+		sample(t, p, time.Now().Add(grace+time.Second))
+	}
+	p.mu.Lock()
+	n, kept := len(p.retired), p.retired["9"] == nil
+	p.mu.Unlock()
+	if n != 2 || !kept {
+		t.Fatalf("%d retired jobs, job 9 dropped %v; want 2, job 9 (the longest idle) dropped", n, kept)
+	}
+}
