@@ -42,6 +42,7 @@ type Config struct {
 	AllowOther bool
 	MaxFiles   int
 	MaxPairs   int
+	Metrics    string // address of the self-metrics listener; "" for none
 	Proc       string // where /proc is, to map thread ids to processes
 }
 
@@ -63,6 +64,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.AllowOther, "allow-other", c.AllowOther, "let other users use the mount (needs user_allow_other in /etc/fuse.conf unless root; permissions are checked by the kernel)")
 	fs.IntVar(&c.MaxFiles, "max-files", c.MaxFiles, "files tracked at once; beyond, I/O counts as \"other files\"")
 	fs.IntVar(&c.MaxPairs, "max-pairs", c.MaxPairs, "(file, process) pairs per interval; beyond, I/O counts as \"other files\"")
+	fs.StringVar(&c.Metrics, "metrics", c.Metrics, "serve iofs's own counters (intervals sent and dropped, folds) at http://ADDR/metrics, e.g. 127.0.0.1:9103; empty: off")
 }
 
 // Validate checks the settings, naming the flag at fault.
@@ -110,6 +112,8 @@ type FS struct {
 	openFlags atomic.Uint32 // FOPEN_DIRECT_IO once the kernel's consent is known
 	stats     ReportStats
 	rep       *reporter
+	folded    atomic.Uint64 // operations folded into "other files" so far
+	metrics   *metricsServer
 }
 
 // New checks that FUSE is usable and mounts; Run serves and reports.
@@ -166,8 +170,18 @@ func New(cfg Config, log *slog.Logger) (*FS, error) {
 		AttrTimeout:     &sec,
 		NullPermissions: true,
 	}
+	if cfg.Metrics != "" {
+		mln, err := listenMetrics(cfg.Metrics)
+		if err != nil {
+			return nil, err
+		}
+		t.metrics = &metricsServer{t: t, ln: mln, descs: metricDescs()}
+	}
 	server, err := fs.Mount(mnt, root, opts)
 	if err != nil {
+		if t.metrics != nil {
+			t.metrics.ln.Close()
+		}
 		return nil, fmt.Errorf("mount %s on %s: %w", src, mnt, err)
 	}
 	t.server = server
@@ -230,6 +244,17 @@ func (t *FS) callerPid(ctx context.Context) uint32 {
 func (t *FS) Run(ctx context.Context) error {
 	t.rep = newReporter(t.cfg.Socket, t.cfg.Interval.D(), t.log, &t.stats)
 	go t.rep.run()
+	if t.metrics != nil {
+		mctx, stop := context.WithCancel(ctx)
+		served := make(chan struct{})
+		go func() {
+			defer close(served)
+			if err := t.metrics.serve(mctx); err != nil {
+				t.log.Warn("serving /metrics", "err", err)
+			}
+		}()
+		defer func() { stop(); <-served }()
+	}
 	served := make(chan struct{})
 	go func() {
 		t.server.Wait()
@@ -269,15 +294,15 @@ loop:
 	t.rep.offer(batch{bye: true})
 	t.rep.close()
 	st := &t.stats
-	_, folded := t.table.Flush(nil)
 	t.log.Info("stopped", "intervals_sent", st.Intervals.Load(), "intervals_dropped", st.Dropped.Load(),
-		"connects", st.Connects.Load(), "folded_ops", folded)
+		"connects", st.Connects.Load(), "folded_ops", t.folded.Load())
 	return err
 }
 
 // flush hands the interval [start, end) to the reporter.
 func (t *FS) flush(start, end time.Time, recs []Record) []Record {
-	recs, _ = t.table.Flush(recs)
+	recs, folded := t.table.Flush(recs)
+	t.folded.Store(folded)
 	t.pids.tick()
 	if len(recs) > 0 {
 		// The reporter owns the slice from here: copy out of the reused one.

@@ -43,6 +43,12 @@ type mounted struct {
 // mountT mounts a fresh source directory, reporting to socket every 100ms.
 func mountT(t testing.TB, socket string) *mounted {
 	t.Helper()
+	return mountCfg(t, socket, nil)
+}
+
+// mountCfg is mountT with the config adjusted by edit.
+func mountCfg(t testing.TB, socket string, edit func(*Config)) *mounted {
+	t.Helper()
 	needFUSE(t)
 	dir := t.TempDir()
 	src, mnt := filepath.Join(dir, "src"), filepath.Join(dir, "mnt")
@@ -54,6 +60,9 @@ func mountT(t testing.TB, socket string) *mounted {
 	cfg := DefaultConfig()
 	cfg.Source, cfg.Mountpoint, cfg.Socket = src, mnt, socket
 	cfg.Interval = duration.Duration(100 * time.Millisecond)
+	if edit != nil {
+		edit(&cfg)
+	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	fsys, err := New(cfg, log)
 	if err != nil {

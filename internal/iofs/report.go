@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/internal/appio"
+	"github.com/vigil-hpc/vigil/internal/logging"
 )
 
 // Protocol constants of the appio contract (package appio).
@@ -66,10 +67,12 @@ type batch struct {
 
 // ReportStats count the reporter's work; read them with Load.
 type ReportStats struct {
-	Intervals  atomic.Uint64 // intervals sent
-	Dropped    atomic.Uint64 // intervals dropped: queue full or no sampler
-	Connects   atomic.Uint64 // connections made
-	SendErrors atomic.Uint64 // connections lost on a write
+	Intervals atomic.Uint64 // intervals sent
+	Dropped   atomic.Uint64 // intervals dropped, all reasons
+	// The reasons: the queue was full, no sampler listened, a send failed.
+	DroppedQueue, DroppedNoSampler, DroppedSend atomic.Uint64
+	Connects                                    atomic.Uint64 // connections made
+	SendErrors                                  atomic.Uint64 // connections lost on a write
 }
 
 // reporter sends batches to the sampler from its own goroutine: the file
@@ -83,12 +86,14 @@ type reporter struct {
 	stats    *ReportStats
 
 	conn     *net.UnixConn
-	failedAt time.Time          // of the last failed dial; zero after a success
-	ids      map[idKey]*idEntry // (path, pid) -> file_id on this connection
-	nextID   uint32
-	gen      uint64
-	buf      []byte
-	wire     []WireRecord
+	failedAt time.Time // of the last failed dial; zero after a success
+	// noSampler logs a failing dial once per kind of error.
+	noSampler logging.OnChange
+	ids       map[idKey]*idEntry // (path, pid) -> file_id on this connection
+	nextID    uint32
+	gen       uint64
+	buf       []byte
+	wire      []WireRecord
 }
 
 type idKey struct {
@@ -118,6 +123,7 @@ func (r *reporter) offer(b batch) {
 	case r.q <- b:
 	default:
 		r.stats.Dropped.Add(1)
+		r.stats.DroppedQueue.Add(1)
 	}
 }
 
@@ -138,10 +144,12 @@ func (r *reporter) send(b batch) {
 	}
 	if r.conn == nil && !r.dial() {
 		r.stats.Dropped.Add(1)
+		r.stats.DroppedNoSampler.Add(1)
 		return
 	}
 	if !r.sendRecords(b) {
 		r.stats.Dropped.Add(1)
+		r.stats.DroppedSend.Add(1)
 		return
 	}
 	if b.bye {
@@ -212,9 +220,10 @@ func (r *reporter) dial() bool {
 	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: r.socket, Net: "unixpacket"})
 	if err != nil {
 		r.failedAt = time.Now()
-		r.log.Debug("no sampler on the appio socket", "socket", r.socket, "err", err)
+		r.noSampler.Warn(r.log, "no sampler on the appio socket: intervals are dropped (counted) until one listens", err)
 		return false
 	}
+	r.noSampler.Warn(r.log, "", nil)
 	r.failedAt = time.Time{}
 	r.conn = c
 	r.ids = make(map[idKey]*idEntry)
