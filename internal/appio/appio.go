@@ -423,3 +423,24 @@ func SplitInterval(start, end uint64, recs []Record) [][]byte {
 func AppendBye(dst []byte) []byte {
 	return finish(appendHeader(dst, TypeBye), len(dst))
 }
+
+// SmallBuckets is how many leading access-size buckets hold only accesses
+// of at most max bytes (2 for 1 KiB: "≤ 100" and "≤ 1 KiB"). Notes on small
+// reads or writes count those buckets of the read or write histogram.
+func SmallBuckets(max uint64) int {
+	n := 0
+	for n < len(BucketBounds) && BucketBounds[n] <= max {
+		n++
+	}
+	return n
+}
+
+// SmallAccesses sums the buckets of hist (a read or write size histogram,
+// per bucket, not cumulative) that hold accesses of at most max bytes.
+func SmallAccesses(hist *[NBuckets]uint64, max uint64) uint64 {
+	var s uint64
+	for _, v := range hist[:SmallBuckets(max)] {
+		s += v
+	}
+	return s
+}

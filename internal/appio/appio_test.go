@@ -244,3 +244,21 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestSmallAccesses(t *testing.T) {
+	for _, tc := range []struct {
+		max  uint64
+		want int
+	}{{0, 0}, {99, 0}, {100, 1}, {1023, 1}, {1024, 2}, {4 << 10, 2}, {10 << 10, 3}, {1 << 30, 9}, {1 << 40, 9}} {
+		if got := SmallBuckets(tc.max); got != tc.want {
+			t.Errorf("SmallBuckets(%d) = %d, want %d", tc.max, got, tc.want)
+		}
+	}
+	h := [NBuckets]uint64{5, 7, 11, 13, 0, 0, 0, 0, 0, 17}
+	if got := SmallAccesses(&h, 1024); got != 12 {
+		t.Errorf("SmallAccesses(≤ 1 KiB) = %d, want 12", got)
+	}
+	if got := SmallAccesses(&h, 1<<40); got != 5+7+11+13 {
+		t.Errorf("SmallAccesses(all bounded) = %d, want 36 (the last bucket has no bound)", got)
+	}
+}
