@@ -62,7 +62,7 @@ void closefrom(int);
 	X(__fxstatat) X(__fxstatat64) X(copy_file_range) X(sendfile) X(sendfile64) \
 	X(fopen) X(fopen64) X(fdopen) X(freopen) X(freopen64) X(fread) X(__fread_chk) X(fwrite) X(fgets) \
 	X(__fgets_chk) X(fputs) X(vfprintf) X(__vfprintf_chk) X(fflush) X(fclose) X(fseek) X(fseeko) \
-	X(fseeko64) X(ftell) X(ftello) X(ftello64) X(rewind) \
+	X(fseeko64) X(fsetpos) X(fsetpos64) X(ftell) X(ftello) X(ftello64) X(rewind) \
 	X(_exit) X(_Exit) X(execve) X(execv) X(execvp) X(execvpe) X(fexecve)
 
 #define DECLARE(name) static __typeof__(name) *real_##name;
@@ -777,6 +777,21 @@ VIO_EXPORT int fclose(FILE *f)
 FSEEK_WRAP(fseek, long)
 FSEEK_WRAP(fseeko, off_t)
 FSEEK_WRAP(fseeko64, off64_t)
+
+#define FSETPOS_WRAP(name, post) \
+	VIO_EXPORT int name(FILE *f, const post *pos) \
+	{ \
+		NEED(name, -1); \
+		int fd = stream_fd(f), s = fd_slot(fd); \
+		if (s < 0) \
+			return real_##name(f, pos); \
+		TIMED(int, r, real_##name(f, pos)); \
+		vio_seeked(fd, s, r == 0 ? (off_t)ftello(f) : -1, dt_); \
+		errno = e_; \
+		return r; \
+	}
+FSETPOS_WRAP(fsetpos, fpos_t)
+FSETPOS_WRAP(fsetpos64, fpos64_t)
 
 #define FTELL_WRAP(name, offt) \
 	VIO_EXPORT offt name(FILE *f) \

@@ -401,7 +401,7 @@ func TestCalls(t *testing.T) {
 		{"old", "meta_other (rename)", cMetaOther, 1}, {"new", "meta_other (unlink)", cMetaOther, 1},
 		{"stdio", "writes (fprintf, vfprintf, fputs)", cWrites, 3}, {"stdio", "bytes_written", cBytesWritten, 13},
 		{"stdio", "reads (2 fgets)", cReads, 2}, {"stdio", "bytes_read", cBytesRead, 12},
-		{"stdio", "seeks (fseek, fseeko, fseeko64, rewind)", cSeeks, 4}, {"stdio", "opens", cOpens, 1}, {"stdio", "closes", cCloses, 1},
+		{"stdio", "seeks (fseek, fseeko, fseeko64, fsetpos, fsetpos64, rewind)", cSeeks, 6}, {"stdio", "opens", cOpens, 1}, {"stdio", "closes", cCloses, 1},
 	} {
 		eq(t, w.file+": "+w.what, s.file(filepath.Join(dir, w.file), 0)[w.idx], w.n)
 	}

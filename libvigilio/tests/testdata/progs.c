@@ -340,6 +340,10 @@ static int calls(char **a)
 	char line[64];
 	CHECK(fgets(line, sizeof line, f) && strcmp(line, "12345\n") == 0, "fgets");
 	CHECK(fseeko(f, 6, SEEK_SET) == 0 && fseeko64(f, 0, SEEK_END) == 0, "fseeko");
+	fpos_t fp;
+	fpos64_t fp64;
+	CHECK(fgetpos(f, &fp) == 0 && fsetpos(f, &fp) == 0, "fsetpos");
+	CHECK(fgetpos64(f, &fp64) == 0 && fsetpos64(f, &fp64) == 0, "fsetpos64");
 	rewind(f);
 	CHECK(fgets(line, sizeof line, f) && strcmp(line, "12345\n") == 0, "fgets after rewind");
 	CHECK(fclose(f) == 0, "fclose");
