@@ -3,8 +3,11 @@ package infiniband_test
 import (
 	"context"
 	"math"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -160,4 +163,35 @@ func FuzzParse(f *testing.F) {
 			t.Errorf("ParseRate(%q) = %v", b, v)
 		}
 	})
+}
+
+// BenchmarkFloor is the least a tick can cost: one raw pread per file the
+// plugin reads on the fixture, descriptors open, nothing parsed.
+func BenchmarkFloor(b *testing.B) {
+	for _, fx := range []string{"mlx4", "mlx5"} {
+		b.Run(fx, func(b *testing.B) {
+			var fds []int
+			filepath.WalkDir("testdata/"+fx, func(p string, d os.DirEntry, err error) error {
+				if err == nil && d.Type().IsRegular() && !strings.HasSuffix(p, "want.txt") && !strings.HasSuffix(p, "_id") &&
+					!strings.HasSuffix(p, "fw_ver") && !strings.HasSuffix(p, "hca_type") && !strings.HasSuffix(p, "board_id") && !strings.Contains(p, "rx_xrc_not_known") {
+					if fd, err := syscall.Open(p, syscall.O_RDONLY, 0); err == nil {
+						fds = append(fds, fd)
+					}
+				}
+				return nil
+			})
+			defer func() {
+				for _, fd := range fds {
+					syscall.Close(fd)
+				}
+			}()
+			buf := make([]byte, 64)
+			b.ReportMetric(float64(len(fds)), "files")
+			for b.Loop() {
+				for _, fd := range fds {
+					syscall.Pread(fd, buf, 0)
+				}
+			}
+		})
+	}
 }
