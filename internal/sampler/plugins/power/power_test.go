@@ -125,3 +125,34 @@ func FuzzAdvance(f *testing.F) {
 		}
 	})
 }
+
+// Whatever energy_uj holds from tick to tick, the exported total never
+// goes backwards and the tick goes on.
+func FuzzSample(f *testing.F) {
+	f.Add([]byte("999000000\n"), []byte("1500000\n"), []byte("x"))
+	f.Add([]byte(""), []byte("18446744073709551615"), []byte("-1"))
+	f.Fuzz(func(t *testing.T, a, b, c []byte) {
+		root := t.TempDir()
+		dir := filepath.Join(root, "sys/class/powercap/intel-rapl:0")
+		write(t, filepath.Join(dir, "name"), "package-0\n")
+		write(t, filepath.Join(dir, "max_energy_range_uj"), "1000000000\n")
+		energy := filepath.Join(dir, "energy_uj")
+		write(t, energy, "0\n")
+		p, _ := testutil.NewPlugin(t, "power", root, nil)
+		var batch metric.Batch
+		last := -1.0
+		for _, content := range [][]byte{a, b, c, a} {
+			write(t, energy, string(content))
+			batch.Reset(time.Now())
+			if err := p.Sample(context.Background(), time.Now(), &batch); err != nil {
+				t.Fatal(err)
+			}
+			if j, ok := get(&batch, "node_rapl_package_joules_total"); ok {
+				if math.IsNaN(j) || j < last {
+					t.Fatalf("total %v after %v", j, last)
+				}
+				last = j
+			}
+		}
+	})
+}
