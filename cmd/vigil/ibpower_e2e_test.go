@@ -141,3 +141,77 @@ func TestE2EInfinibandPowerParity(t *testing.T) {
 	}
 	t.Logf("compared %d series with node_exporter", compared)
 }
+
+// Since Linux 5.10 RAPL's energy_uj is readable by root only. A sampler
+// run as another user (here: setpriv to nobody) warns once, naming the
+// zones it cannot read, leaves them out, counts them, and samples the rest.
+func TestE2EPowerUnreadableZone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to drop to another user")
+	}
+	setpriv := testutil.LookPeer(t, "setpriv", "apt-get install util-linux")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Everything nobody must reach: a copy of this binary, the fixture.
+	dir, err := os.MkdirTemp("", "vigil-power-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	bin := filepath.Join(dir, "vigil")
+	b, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(dir, "root")
+	for zone, mode := range map[string]os.FileMode{"intel-rapl:0": 0o400, "intel-rapl:1": 0o444} {
+		z := filepath.Join(root, "sys/class/powercap", zone)
+		if err := os.MkdirAll(z, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		name := "package-" + zone[len(zone)-1:]
+		os.WriteFile(filepath.Join(z, "name"), []byte(name+"\n"), 0o444)
+		os.WriteFile(filepath.Join(z, "max_energy_range_uj"), []byte("262143328850\n"), 0o444)
+		os.WriteFile(filepath.Join(z, "energy_uj"), []byte("5000000\n"), mode)
+		os.Chmod(filepath.Join(z, "energy_uj"), mode)
+	}
+	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			os.Chmod(p, 0o755)
+		}
+		return nil
+	})
+	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", bin,
+		"sample", "--once", "--root", root, "--plugins", "power", "--node", "x")
+	cmd.Env = append(os.Environ(), "VIGIL_E2E_MAIN=1", "VIGIL_SAMPLER_INPROCESS=1")
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("sample as nobody: %v\n%s", err, e.String())
+	}
+	got := map[string]float64{}
+	for k, v := range parseText(t, o.String()) {
+		got[canonical(k)] = v
+	}
+	if v, ok := got[`node_rapl_package_joules_total{index="1",path="/sys/class/powercap/intel-rapl:1"}`]; !ok || v != 5 {
+		t.Errorf("readable zone: %v, %v; want 5 J\n%s", v, ok, o.String())
+	}
+	if _, ok := got[`node_rapl_package_joules_total{index="0",path="/sys/class/powercap/intel-rapl:0"}`]; ok {
+		t.Errorf("the unreadable zone was exported:\n%s", o.String())
+	}
+	if got["vigil_power_unreadable_zones"] != 1 {
+		t.Errorf("vigil_power_unreadable_zones = %v, want 1", got["vigil_power_unreadable_zones"])
+	}
+	if n := strings.Count(e.String(), "readable by root only"); n != 1 || !strings.Contains(e.String(), "intel-rapl:0") {
+		t.Errorf("want one warning naming intel-rapl:0, got %d in:\n%s", n, e.String())
+	}
+}
