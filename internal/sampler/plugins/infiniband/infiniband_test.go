@@ -195,3 +195,37 @@ func BenchmarkFloor(b *testing.B) {
 		})
 	}
 }
+
+// Whatever the state, rate and counter files hold from tick to tick, the
+// tick goes on, never fails, and the bad-read count only grows.
+func FuzzSample(f *testing.F) {
+	f.Add([]byte("4: ACTIVE\n"), []byte("100 Gb/sec (4X EDR)\n"), []byte("12\n"), []byte("11\n"))
+	f.Add([]byte(":"), []byte(" Gb/sec"), []byte("N/A"), []byte("4294967295"))
+	f.Fuzz(func(t *testing.T, state, rate, c1, c2 []byte) {
+		root := t.TempDir()
+		port := filepath.Join(root, "sys/class/infiniband/mlx5_0/ports/1")
+		files := map[string][]byte{"state": state, "rate": rate, "counters/port_rcv_data": c1, "hw_counters/out_of_buffer": c1}
+		for rel := range files {
+			os.MkdirAll(filepath.Dir(filepath.Join(port, rel)), 0o755)
+			os.WriteFile(filepath.Join(port, rel), []byte("0\n"), 0o644)
+		}
+		p, _ := testutil.NewPlugin(t, "infiniband", root, nil)
+		var b metric.Batch
+		last := 0.0
+		for _, c := range [][]byte{c1, c2, c1} {
+			files["counters/port_rcv_data"], files["hw_counters/out_of_buffer"] = c, c
+			for rel, content := range files {
+				os.WriteFile(filepath.Join(port, rel), content, 0o644)
+			}
+			b.Reset(time.Now())
+			if err := p.Sample(context.Background(), time.Now(), &b); err != nil {
+				t.Fatal(err)
+			}
+			bad, ok := value(&b, "vigil_infiniband_bad_reads_total")
+			if !ok || bad < last {
+				t.Fatalf("bad reads %v after %v", bad, last)
+			}
+			last = bad
+		}
+	})
+}
