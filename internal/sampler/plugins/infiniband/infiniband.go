@@ -65,38 +65,53 @@ type port struct {
 // Infiniband is the infiniband plugin.
 type Infiniband struct {
 	log   *slog.Logger
+	base  string
 	ports []*port
 	info  []*metric.Desc
+	scan  sysattr.Rescan
 
 	bad, resets, saturated    uint64
 	badD, resetsD, saturatedD *metric.Desc
 	badLog, resetLog          logging.OnChange
 }
 
-// Init lists the devices and ports (adapters appear at boot; a driver
-// loaded later needs a restart of the sampler) and the counter files each
-// driver provides.
+// Init lists the devices and ports and the counter files each driver
+// provides. Without any (no adapter, or its driver not loaded yet: openibd
+// may start after the sampler) the plugin stays in, emits nothing and
+// looks again every sysattr.RescanEvery ticks (a failed stat of the class
+// directory every ten minutes at the default interval) until it finds
+// some; once found, the devices are fixed until a restart.
 func (ib *Infiniband) Init(env sampler.Env) error {
 	ib.log = env.Logger
-	base := env.FS.Path("sys", "class", "infiniband")
-	for _, dev := range sysattr.Devices(base) {
-		dir := filepath.Join(base, dev)
-		ib.info = append(ib.info, metric.NewDesc("node_infiniband_info",
-			"Non-numeric data from /sys/class/infiniband/<device>, value is always 1.", metric.Gauge,
-			"device", dev, "board_id", attr(dir, "board_id"), "firmware_version", attr(dir, "fw_ver"), "hca_type", attr(dir, "hca_type")))
-		for _, num := range portNumbers(filepath.Join(dir, "ports")) {
-			ib.ports = append(ib.ports, newPort(filepath.Join(dir, "ports", num), dev, num))
-		}
-	}
-	if len(ib.ports) == 0 {
-		return sampler.ErrNotAvailable // no adapter: the plugin is left out
-	}
+	ib.base = env.FS.Path("sys", "class", "infiniband")
 	ib.badD = metric.NewDesc("vigil_infiniband_bad_reads_total",
 		"InfiniBand sysfs files that could not be read or parsed; each is left out of its tick.", metric.Counter)
 	ib.resetsD = metric.NewDesc("vigil_infiniband_counter_resets_total",
 		"InfiniBand port counters seen going backwards (cleared with perfquery -R, or a driver reload).", metric.Counter)
 	ib.saturatedD = metric.NewDesc("vigil_infiniband_saturated_reads_total",
 		"Reads of a 32-bit port counter stuck at 2^32-1 (no extended counters), left out of the tick.", metric.Counter)
+	ib.list()
+	return nil
+}
+
+// list finds the devices and ports; os.ErrNotExist when there are none.
+func (ib *Infiniband) list() error {
+	for _, dev := range sysattr.Devices(ib.base) {
+		dir := filepath.Join(ib.base, dev)
+		nums := portNumbers(filepath.Join(dir, "ports"))
+		if len(nums) == 0 {
+			continue
+		}
+		ib.info = append(ib.info, metric.NewDesc("node_infiniband_info",
+			"Non-numeric data from /sys/class/infiniband/<device>, value is always 1.", metric.Gauge,
+			"device", dev, "board_id", attr(dir, "board_id"), "firmware_version", attr(dir, "fw_ver"), "hca_type", attr(dir, "hca_type")))
+		for _, num := range nums {
+			ib.ports = append(ib.ports, newPort(filepath.Join(dir, "ports", num), dev, num))
+		}
+	}
+	if len(ib.ports) == 0 {
+		return os.ErrNotExist
+	}
 	return nil
 }
 
@@ -165,6 +180,11 @@ func newPort(dir, dev, num string) *port {
 // Sample reads every port. A file that cannot be read or parsed is left
 // out and counted; the tick goes on.
 func (ib *Infiniband) Sample(_ context.Context, _ time.Time, b *metric.Batch) error {
+	if len(ib.ports) == 0 {
+		if err := ib.scan.Tick(ib.list); err != nil || len(ib.ports) == 0 {
+			return sampler.ErrNotAvailable
+		}
+	}
 	for _, d := range ib.info {
 		b.Add(d, 1)
 	}
