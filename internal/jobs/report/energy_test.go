@@ -104,7 +104,7 @@ func TestReportEnergy(t *testing.T) {
 	for _, n := range r.Summary.Notes {
 		notes += n + "\n"
 	}
-	if !strings.Contains(notes, "split by this job's share of its CPUs") || !strings.Contains(notes, "RAPL measures the CPU packages and memory only") {
+	if !strings.Contains(notes, "energy: the job used 348.0 kJ (0.10 kWh) on 3 nodes") || !strings.Contains(notes, "split by this job's share of its CPUs") || !strings.Contains(notes, "RAPL measures the CPU packages and memory only") {
 		t.Errorf("notes do not say how energy was split and measured:\n%s", notes)
 	}
 	var buf bytes.Buffer
