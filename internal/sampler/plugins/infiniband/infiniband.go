@@ -31,8 +31,11 @@ var sampleConfig string
 // rate needs no more.
 const DefaultInterval = 10 * time.Second
 
-// MaxPorts bounds the ports followed per device.
-const MaxPorts = 64
+// MaxPorts bounds the ports followed per device, MaxAllPorts in all.
+const (
+	MaxPorts    = 64
+	MaxAllPorts = 1024
+)
 
 func init() {
 	sampler.Register(sampler.Registration{
@@ -78,8 +81,8 @@ type Infiniband struct {
 // Init lists the devices and ports and the counter files each driver
 // provides. Without any (no adapter, or its driver not loaded yet: openibd
 // may start after the sampler) the plugin stays in, emits nothing and
-// looks again every sysattr.RescanEvery ticks (a failed stat of the class
-// directory every ten minutes at the default interval) until it finds
+// looks again every sysattr.RescanEvery ticks (one failed directory read
+// every ten minutes at the default interval) until it finds
 // some; once found, the devices are fixed until a restart.
 func (ib *Infiniband) Init(env sampler.Env) error {
 	ib.log = env.Logger
@@ -90,7 +93,7 @@ func (ib *Infiniband) Init(env sampler.Env) error {
 		"InfiniBand port counters seen going backwards (cleared with perfquery -R, or a driver reload).", metric.Counter)
 	ib.saturatedD = metric.NewDesc("vigil_infiniband_saturated_reads_total",
 		"Reads of a 32-bit port counter stuck at 2^32-1 (no extended counters), left out of the tick.", metric.Counter)
-	ib.list()
+	_ = ib.list() // none now: Sample looks again
 	return nil
 }
 
@@ -105,8 +108,11 @@ func (ib *Infiniband) list() error {
 		ib.info = append(ib.info, metric.NewDesc("node_infiniband_info",
 			"Non-numeric data from /sys/class/infiniband/<device>, value is always 1.", metric.Gauge,
 			"device", dev, "board_id", attr(dir, "board_id"), "firmware_version", attr(dir, "fw_ver"), "hca_type", attr(dir, "hca_type")))
-		for _, num := range nums {
+		for _, num := range nums[:min(len(nums), MaxAllPorts-len(ib.ports))] {
 			ib.ports = append(ib.ports, newPort(filepath.Join(dir, "ports", num), dev, num))
+		}
+		if len(ib.ports) >= MaxAllPorts {
+			break
 		}
 	}
 	if len(ib.ports) == 0 {
