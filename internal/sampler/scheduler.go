@@ -220,7 +220,11 @@ func (s *Scheduler) sampleOne(ctx context.Context, m *member, now time.Time, b *
 		return
 	}
 	if errors.Is(err, ErrNotAvailable) {
-		s.log.Debug("plugin has nothing to sample", "plugin", m.inst.Name, "err", err)
+		// Guarded: building the arguments allocates, every tick of a
+		// plugin waiting for its hardware (a driver loaded later).
+		if s.log.Enabled(ctx, slog.LevelDebug) {
+			s.log.Debug("plugin has nothing to sample", "plugin", m.inst.Name, "err", err)
+		}
 		return
 	}
 	m.stats.Errors.Add(1)

@@ -287,6 +287,7 @@ export interface JobReport {
   summary: JobSummary | null;
   series: Record<string, ReportSeries> | null;
   io?: JobIO | null; // application I/O, when the job has appio series
+  energy?: unknown; // checked by energy.ts's validEnergy
 }
 
 // listJobs asks the index (newest first); params: user, state, partition,

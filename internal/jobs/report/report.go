@@ -95,6 +95,8 @@ type Report struct {
 	Details    []NodeDetail  `json:"details,omitempty"`
 	// IO is the application I/O section, when the job has appio series.
 	IO *IO `json:"io,omitempty"`
+	// Energy is the job's energy, when its nodes have power series.
+	Energy *Energy `json:"energy,omitempty"`
 }
 
 // Build computes the report of job at time now (the end of a job still
@@ -362,6 +364,9 @@ func fromStore(ctx context.Context, q Querier, r *Report, start, end time.Time) 
 		return false, err
 	}
 	r.IO = io
+	if r.Energy, err = jobEnergy(ctx, q, r, per, start, end, step); err != nil {
+		return false, err
+	}
 
 	nodes := make([]string, 0, len(per))
 	for n := range per {
@@ -425,7 +430,7 @@ func fromStore(ctx context.Context, q Querier, r *Report, start, end time.Time) 
 		}
 	}
 	r.Summary = s
-	r.Summary.Notes = append(notes(r), ioNotes(r.IO)...)
+	r.Summary.Notes = append(append(notes(r), ioNotes(r.IO)...), energyNotes(r.Energy)...)
 	r.Summary.AppIO = summaryIO(r.IO)
 	return true, nil
 }

@@ -124,6 +124,12 @@ func WriteText(w io.Writer, r *Report) error {
 		b.WriteString(rule)
 		writeIO(&b, r.IO)
 	}
+	if r.Energy != nil {
+		b.WriteString("\n")
+		center("Energy")
+		b.WriteString(rule)
+		writeEnergy(&b, r.Energy, time.Duration(r.Elapsed))
+	}
 	if len(s.Notes) > 0 {
 		b.WriteString("\n")
 		center("Notes")

@@ -3,6 +3,7 @@ import { makeBandChart, type BandChart } from "../bandchart";
 import { h, type ViewContext } from "../dom";
 import { formatValue } from "../format";
 import { callsOf, histogram, ioMetrics, ioShares, validIO, type JobIO } from "../appio";
+import { energySection, validEnergy } from "../energy";
 import { refreshMs, refreshPicker } from "./timepicker";
 import { bandColumns, formatEfficiency, hasSeries, jobTimes, jobsParams, reportMetrics, runTime, stragglers } from "../jobs";
 
@@ -108,6 +109,7 @@ function render(el: HTMLElement, rep: JobReport, charts: BandChart[], state: { e
     expired ? h("p.muted.expired", null, j.state === "pending" ? "This job has not started: no data yet." :
       "The raw samples of this job have expired (or none were stored): the figures above come from its stored summary.") : grid,
     ioSection(validIO(rep.io)),
+    energySection(validEnergy(rep.energy), jobTimes(j, now)),
     perNode(sum, flagged),
   ].filter((x): x is HTMLElement => x !== null));
   if (expired) return;
