@@ -26,6 +26,9 @@ import (
 // DefaultMaxSeries bounds the cache of encoded label sets.
 const DefaultMaxSeries = 1 << 20
 
+// maxGaugeNames bounds the descriptors kept for AppendNodeGauge's names.
+const maxGaugeNames = 64
+
 // Store is what the ingest path writes to (ingest.Store).
 type Store interface {
 	AppendTick(node string, t time.Time, descs []*metric.Desc, values []float64, up bool) error
@@ -42,8 +45,9 @@ type Writer struct {
 	// them (empty: neither); set it before the first tick.
 	Job string
 
-	mu        sync.Mutex // guards series and scratch
+	mu        sync.Mutex // guards series, gauges and scratch
 	series    map[seriesKey][]byte
+	gauges    map[string]*metric.Desc // stable descriptors of AppendNodeGauge's names
 	maxSeries int
 	scratch   []sample
 
@@ -66,6 +70,7 @@ func New(dests []Config, log *slog.Logger) (*Writer, error) {
 		log:       log,
 		upDesc:    metric.NewDesc("up", "", metric.Gauge),
 		series:    map[seriesKey][]byte{},
+		gauges:    map[string]*metric.Desc{},
 		maxSeries: DefaultMaxSeries,
 	}
 	var errs []error
@@ -143,6 +148,33 @@ func (t *tap) Retire(node string, ts time.Time, label, val string) (int, error) 
 	return 0, nil
 }
 
+// NodeGauges stores one value per node at one time in one commit
+// (store.AppendNodeGauge): the ingest path's clock offsets and skew flags,
+// which the store labels as the nodes' own series.
+type NodeGauges interface {
+	AppendNodeGauge(name string, t time.Time, nodes []string, values []float64) error
+}
+
+// TapNodeGauges returns a NodeGauges that writes to next and forwards what
+// next accepted, so per-node series the server computes (not only what
+// the nodes send) reach the destinations too.
+func (w *Writer) TapNodeGauges(next NodeGauges) NodeGauges { return &gaugeTap{next: next, w: w} }
+
+type gaugeTap struct {
+	next NodeGauges
+	w    *Writer
+}
+
+// AppendNodeGauge forwards only when the store took every value, as
+// AppendTick does.
+func (g *gaugeTap) AppendNodeGauge(name string, t time.Time, nodes []string, values []float64) error {
+	if err := g.next.AppendNodeGauge(name, t, nodes, values); err != nil {
+		return err
+	}
+	g.w.addNodeGauge(name, t.UnixMilli(), nodes, values)
+	return nil
+}
+
 // Labeled is one series' samples as received with its own label set
 // (remote write in), for forwarding.
 type Labeled struct {
@@ -215,6 +247,35 @@ func (w *Writer) addTick(node string, t int64, descs []*metric.Desc, values []fl
 		q.push(w.scratch)
 	}
 	clear(w.scratch) // drop references to label sets the cache may evict
+	w.scratch = w.scratch[:0]
+}
+
+// addNodeGauge queues name{node}=value for every node.
+func (w *Writer) addNodeGauge(name string, t int64, nodes []string, values []float64) {
+	if len(w.queues) == 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	d := w.gauges[name]
+	if d == nil {
+		if len(w.gauges) >= maxGaugeNames {
+			clear(w.gauges) // names are the caller's constants; never reached
+		}
+		d = metric.NewDesc(name, "", metric.Gauge)
+		w.gauges[name] = d
+	}
+	w.scratch = w.scratch[:0]
+	for i, n := range nodes {
+		if n == "" {
+			continue
+		}
+		w.scratch = append(w.scratch, sample{labels: w.labelsLocked(n, d), t: t, v: values[i]})
+	}
+	for _, q := range w.queues {
+		q.push(w.scratch)
+	}
+	clear(w.scratch)
 	w.scratch = w.scratch[:0]
 }
 

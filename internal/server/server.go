@@ -341,11 +341,13 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 	}
 	if streamLn != nil {
 		var ist ingest.Store = s.store
+		var offsets ingest.OffsetStore = s.store
 		if len(s.cfg.remoteWrite()) > 0 {
 			ist = s.rwOut.Tap(s.store)
+			offsets = s.rwOut.TapNodeGauges(s.store) // the clock offsets are the nodes' series too
 		}
 		h := ingest.NewWithOptions(ist, ingest.Options{Interval: s.cfg.Interval.D(), MaxClockOffset: s.cfg.MaxFuture.D(),
-			Offsets: s.store, Registerer: s.reg, Logger: s.log, Expected: s.expected, Tap: ingest.Taps{s.jobs, s.health}, Events: s.events})
+			Offsets: offsets, Registerer: s.reg, Logger: s.log, Expected: s.expected, Tap: ingest.Taps{s.jobs, s.health}, Events: s.events})
 		s.registerIngest(h)
 		g.Go(func() error { h.Run(gctx); return nil })
 		g.Go(func() error {
