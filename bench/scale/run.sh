@@ -15,7 +15,9 @@
 #
 # Settings (environment): NODES (1000), T1 (4), CPUS (16: about 321 values
 # a node and tick), WARMUP (20 s), WINDOW (60 s), VIGIL (bin/vigil),
-# VICTORIA_METRICS (/usr/bin/victoria-metrics), KEEP=1 keeps the directory.
+# VICTORIA_METRICS (/usr/bin/victoria-metrics), REMOTE_WRITE=0 runs the
+# server without remote write (VictoriaMetrics then idles), KEEP=1 keeps the
+# directory.
 set -euo pipefail
 
 NODES=${NODES:-1000}
@@ -74,12 +76,16 @@ wait_http "$vm/health"
 srv_http=$(freeport)
 srv_wire=$(freeport)
 srv="http://127.0.0.1:$srv_http"
-cat >"$dir/server.toml" <<EOF
+if [ "${REMOTE_WRITE:-1}" = 1 ]; then
+	cat >"$dir/server.toml" <<EOF
 [server]
 remote_write = [
   { url = "$vm/api/v1/write", name = "vm", max_samples_per_send = 10000, queue_capacity = 2000000 },
 ]
 EOF
+else
+	printf '[server]\n' >"$dir/server.toml"
+fi
 "$VIGIL" server --config "$dir/server.toml" --http "127.0.0.1:$srv_http" --listen "127.0.0.1:$srv_wire" \
 	--data "$dir/server" --interval 1s --log-level warn >"$dir/server.log" 2>&1 &
 srv_pid=$!
@@ -156,7 +162,10 @@ per_val() { echo "scale=3; (${s1[$1]} - ${s0[$1]}) / (${s1[$2]} - ${s0[$2]})" | 
 t1_rss=0
 for p in "${t1_pids[@]}"; do t1_rss=$((t1_rss + $(rss_mib "$p"))); done
 rw=$(curl -sf "$srv/api/v1/status/remote_write")
-dropped=$(echo "$rw" | python3 -c 'import json,sys; d=json.load(sys.stdin)["data"]["destinations"][0]; print(d["samples_dropped_queue_full"]+d["samples_dropped_rejected"]+d["samples_dropped_shutdown"], d["queue_length"])')
+dropped=$(echo "$rw" | python3 -c '
+import json, sys
+ds = json.load(sys.stdin)["data"]["destinations"]
+print(sum(d["samples_dropped_queue_full"] + d["samples_dropped_rejected"] + d["samples_dropped_shutdown"] for d in ds), sum(d["queue_length"] for d in ds))')
 
 printf '\n%-10s %10s %12s %14s %12s %10s\n' tier procs "CPU (cores)" "values/s in" "bytes/value" "RSS MiB"
 printf '%-10s %10s %12s %14s %12s %10s\n' simulate "$T1" "$(core sim_cpu)" - - -
