@@ -158,7 +158,10 @@ snapshot s1
 dt=$(echo "${s1[t]} - ${s0[t]}" | bc)
 rate() { echo "scale=0; (${s1[$1]} - ${s0[$1]}) / $dt" | bc; }
 core() { echo "scale=3; (${s1[$1]} - ${s0[$1]}) / $dt" | bc; }
-per_val() { echo "scale=3; (${s1[$1]} - ${s0[$1]}) / (${s1[$2]} - ${s0[$2]})" | bc; }
+per_val() {
+	local d=$((${s1[$2]} - ${s0[$2]}))
+	if [ "$d" -gt 0 ]; then echo "scale=3; (${s1[$1]} - ${s0[$1]}) / $d" | bc; else echo -; fi
+}
 t1_rss=0
 for p in "${t1_pids[@]}"; do t1_rss=$((t1_rss + $(rss_mib "$p"))); done
 rw=$(curl -sf "$srv/api/v1/status/remote_write")
