@@ -48,8 +48,8 @@ type Writer struct {
 
 	mu        sync.Mutex // guards series, nodes, cached, gauges and scratch
 	series    map[seriesKey][]byte
-	nodes     map[string]*nodeLabels // the tick path's cache, by node
-	cached    int                    // label sets in nodes
+	nodes     map[string]*nodeLabels  // the tick path's cache, by node
+	cached    int                     // label sets in nodes
 	gauges    map[string]*metric.Desc // stable descriptors of AppendNodeGauge's names
 	maxSeries int
 	scratch   []sample
