@@ -19,8 +19,9 @@ import (
 
 // TestE2ERemoteWriteVictoriaMetrics streams simulated nodes into `vigil
 // server --remote-write` pointed at a real VictoriaMetrics (Debian's
-// single-node binary) and checks that everything the tree sent and Vigil
-// stored arrived there with the same timestamps and values, and that
+// single-node binary) and checks that everything Vigil stored from the
+// tree, and its own series, arrived there with the same timestamps and
+// values, and that
 // queries through VictoriaMetrics' Prometheus API give Vigil's answers.
 // Where the two query languages differ (rate), the comparison says so.
 func TestE2ERemoteWriteVictoriaMetrics(t *testing.T) {
