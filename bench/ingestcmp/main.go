@@ -13,7 +13,11 @@
 //     rate(m[1m]) and the plain selector at step 15s, in-process through
 //     the query engine, on the head and again after compaction; medians.
 //
-//     go run ./bench/ingestcmp [--nodes 200 --ticks 300] [--prometheus /usr/bin/prometheus]
+//     go run ./bench/ingestcmp [--nodes 200 --ticks 300] [--prometheus /usr/bin/prometheus] [--victoria-metrics /usr/bin/victoria-metrics]
+//
+// With --victoria-metrics the same remote-write requests go to a
+// VictoriaMetrics single-node server too (ingest phase), and the bytes
+// phase's data is stored there and its parts merged before it is measured.
 //
 // Both sides get the data prepared beforehand: vigil gets the values,
 // Prometheus snappy-compressed WriteRequests (one sample per series per
@@ -62,6 +66,7 @@ import (
 type options struct {
 	nodes, ticks, cpus, workers, batch int
 	prometheus, vigil                  string
+	victoriaMetrics                    string
 	bytesNodes, bytesTicks             int
 	chunkSizes                         string
 	replay                             *simulate.Recording
@@ -79,6 +84,7 @@ func main() {
 	flag.IntVar(&o.workers, "workers", 4, "concurrent appenders / remote-write clients")
 	flag.IntVar(&o.batch, "batch", 2000, "samples per remote-write request (Prometheus' max_samples_per_send)")
 	flag.StringVar(&o.prometheus, "prometheus", "/usr/bin/prometheus", "Prometheus binary (empty: skip it)")
+	flag.StringVar(&o.victoriaMetrics, "victoria-metrics", "", "VictoriaMetrics single-node binary, e.g. /usr/bin/victoria-metrics: also fed by remote write (ingest and bytes phases; empty: skip)")
 	flag.StringVar(&o.vigil, "vigil", "", "vigil binary: also stream the data into `vigil server --listen` (empty: skip)")
 	flag.IntVar(&o.bytesNodes, "bytes-nodes", 20, "nodes for the bytes-per-sample measurement")
 	flag.IntVar(&o.bytesTicks, "bytes-ticks", 3600, "ticks per node for the bytes-per-sample measurement")
@@ -265,12 +271,20 @@ func ingest(o options, dir string) error {
 			return fmt.Errorf("wire: %w", err)
 		}
 	}
-	if o.prometheus == "" {
+	if o.prometheus == "" && o.victoriaMetrics == "" {
 		return nil
 	}
 	reqs, err := encodeRequests(d, o)
 	if err != nil {
 		return err
+	}
+	if o.victoriaMetrics != "" {
+		if err := ingestVM(o, d, reqs, filepath.Join(dir, "victoria-metrics"), vigilRate, vigilCPU); err != nil {
+			return fmt.Errorf("victoria-metrics: %w", err)
+		}
+	}
+	if o.prometheus == "" {
+		return nil
 	}
 	p, err := startPrometheus(o.prometheus, filepath.Join(dir, "prometheus"))
 	if err != nil {
@@ -310,6 +324,7 @@ func ingest(o options, dir string) error {
 	promRate := float64(d.total) / promDur.Seconds()
 	fmt.Printf("prometheus remote write: %12.0f samples/s  (%s, %d failed requests, head appended %0.f of %d)\n",
 		promRate, promDur.Round(time.Millisecond), failed.Load(), after-before, d.total)
+	printRSS("prometheus", p.cmd.Process.Pid)
 	if perr == nil && perr1 == nil {
 		pc := (pcpu1 - pcpu0).Seconds()
 		fmt.Printf("prometheus CPU: %.1f CPU-s server (%.0f samples per CPU-s), %.1f CPU-s client\n", pc, float64(d.total)/pc, clientCPU.Seconds())
@@ -456,6 +471,7 @@ func ingestWire(o options, d *dataset, dir string, inProcess float64) error {
 	sc := (cpu1 - cpu0).Seconds()
 	fmt.Printf("vigil server via wire:   %12.0f samples/s  (%s wall, client queued all in %s, %d dropped; server %.1f CPU-s: %.0f samples per CPU-s; %.2fx of in-process)\n",
 		rate, dur.Round(time.Millisecond), queued.Round(time.Millisecond), c.Stats().Dropped.Load(), sc, float64(d.total)/sc, rate/inProcess)
+	printRSS("vigil server", cmd.Process.Pid)
 	return nil
 }
 
@@ -635,7 +651,13 @@ func bytesPerSample(o options, dir string) error {
 			return err
 		}
 	}
-	return bytesPlainTSDB(d, filepath.Join(dir, "plain"))
+	if err := bytesPlainTSDB(d, filepath.Join(dir, "plain")); err != nil {
+		return err
+	}
+	if o.victoriaMetrics == "" {
+		return nil
+	}
+	return bytesVM(o, d, filepath.Join(dir, "victoria-metrics"))
 }
 
 // bytesPlainTSDB is the peer: the same data appended as it is to a

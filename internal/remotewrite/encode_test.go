@@ -140,3 +140,46 @@ func BenchmarkRemoteWriteEncode(b *testing.B) {
 	b.ReportMetric(float64(len(samples))*float64(b.N)/b.Elapsed().Seconds(), "samples/s")
 	b.ReportMetric(float64(len(frame))/float64(len(samples)), "bytes/sample")
 }
+
+// BenchmarkTap measures what remote write adds to the ingest path per
+// value: label sets found and samples queued, for 2,000 nodes of 321
+// series (642,000 series). "series-map" looks each value up in the map of
+// all series (the path of add, as every tick went before); "per-node" is
+// the tick path. One op is one node's tick.
+func BenchmarkTap(b *testing.B) {
+	const nodes, perNode = 2000, 321
+	descs := make([]*metric.Desc, perNode)
+	for i := range descs {
+		descs[i] = metric.NewDesc("node_cpu_seconds_total", "", metric.Counter, "cpu", fmt.Sprint(i/8), "mode", fmt.Sprint(i%8))
+	}
+	names := make([]string, nodes)
+	for n := range names {
+		names[n] = fmt.Sprintf("cn%05d", n)
+	}
+	values := make([]float64, perNode)
+	for _, path := range []string{"series-map", "per-node"} {
+		b.Run(path, func(b *testing.B) {
+			w, err := New(nil, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			w.queues = []*queue{newQueue(Config{URL: "http://x/", QueueCapacity: 1 << 16}, w.log)}
+			add := func(n int) { w.addTick(names[n], 1, descs, values, false) }
+			if path == "series-map" {
+				add = func(n int) { w.add(names[n], 1, descs, values) }
+			}
+			for n := range nodes { // fill the caches
+				add(n)
+			}
+			n := 0
+			b.ResetTimer()
+			for b.Loop() {
+				add(n)
+				if n++; n == nodes {
+					n = 0
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*perNode), "ns/value")
+		})
+	}
+}

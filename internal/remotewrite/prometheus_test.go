@@ -225,9 +225,21 @@ func TestPrometheus(t *testing.T) {
 		t.Fatalf("status: %s (%v)", body, err)
 	}
 	d := st.Data.Destinations[0]
-	// 2 nodes × 5 ticks × (2 series + up).
-	if d.SamplesSent != 2*ticks*3 || d.SamplesDroppedTotal != 0 || !strings.HasPrefix(d.URL, prom) {
-		t.Errorf("status = %s, want %d samples sent to %s", body, 2*ticks*3, prom)
+	// 2 nodes × 5 ticks × (2 series + up), and the server's per-node
+	// clock series (vigil_node_clock_offset_seconds, vigil_node_clock_skew)
+	// once per interval on top.
+	if d.SamplesSent <= 2*ticks*3 || d.SamplesDroppedTotal != 0 || !strings.HasPrefix(d.URL, prom) {
+		t.Errorf("status = %s, want more than %d samples sent to %s", body, 2*ticks*3, prom)
+	}
+	// The clock series reach Prometheus as the nodes' own.
+	var v promVector
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if v = promQuery(t, prom, "vigil_node_clock_offset_seconds", time.Now()); len(v.Data.Result) == 2 {
+			break
+		}
+	}
+	if len(v.Data.Result) != 2 || v.Data.Result[0].Metric["job"] != "node" {
+		t.Errorf("vigil_node_clock_offset_seconds in prometheus: %+v, want 2 series of job=node", v.Data.Result)
 	}
 }
 

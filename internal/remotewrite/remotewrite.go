@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +26,9 @@ import (
 
 // DefaultMaxSeries bounds the cache of encoded label sets.
 const DefaultMaxSeries = 1 << 20
+
+// maxGaugeNames bounds the descriptors kept for AppendNodeGauge's names.
+const maxGaugeNames = 64
 
 // Store is what the ingest path writes to (ingest.Store).
 type Store interface {
@@ -42,8 +46,11 @@ type Writer struct {
 	// them (empty: neither); set it before the first tick.
 	Job string
 
-	mu        sync.Mutex // guards series and scratch
+	mu        sync.Mutex // guards series, nodes, cached, gauges and scratch
 	series    map[seriesKey][]byte
+	nodes     map[string]*nodeLabels  // the tick path's cache, by node
+	cached    int                     // label sets in nodes
+	gauges    map[string]*metric.Desc // stable descriptors of AppendNodeGauge's names
 	maxSeries int
 	scratch   []sample
 
@@ -66,6 +73,8 @@ func New(dests []Config, log *slog.Logger) (*Writer, error) {
 		log:       log,
 		upDesc:    metric.NewDesc("up", "", metric.Gauge),
 		series:    map[seriesKey][]byte{},
+		nodes:     map[string]*nodeLabels{},
+		gauges:    map[string]*metric.Desc{},
 		maxSeries: DefaultMaxSeries,
 	}
 	var errs []error
@@ -143,6 +152,33 @@ func (t *tap) Retire(node string, ts time.Time, label, val string) (int, error) 
 	return 0, nil
 }
 
+// NodeGauges stores one value per node at one time in one commit
+// (store.AppendNodeGauge): the ingest path's clock offsets and skew flags,
+// which the store labels as the nodes' own series.
+type NodeGauges interface {
+	AppendNodeGauge(name string, t time.Time, nodes []string, values []float64) error
+}
+
+// TapNodeGauges returns a NodeGauges that writes to next and forwards what
+// next accepted, so per-node series the server computes (not only what
+// the nodes send) reach the destinations too.
+func (w *Writer) TapNodeGauges(next NodeGauges) NodeGauges { return &gaugeTap{next: next, w: w} }
+
+type gaugeTap struct {
+	next NodeGauges
+	w    *Writer
+}
+
+// AppendNodeGauge forwards only when the store took every value, as
+// AppendTick does.
+func (g *gaugeTap) AppendNodeGauge(name string, t time.Time, nodes []string, values []float64) error {
+	if err := g.next.AppendNodeGauge(name, t, nodes, values); err != nil {
+		return err
+	}
+	g.w.addNodeGauge(name, t.UnixMilli(), nodes, values)
+	return nil
+}
+
 // Labeled is one series' samples as received with its own label set
 // (remote write in), for forwarding.
 type Labeled struct {
@@ -189,13 +225,54 @@ func (w *Writer) labelsLocked(node string, d *metric.Desc) []byte {
 	return ls
 }
 
-// add queues one tick for every destination.
-func (w *Writer) add(node string, t int64, descs []*metric.Desc, values []float64) {
-	w.addTick(node, t, descs, values, false)
+// nodeLabels is one node's label sets in the order of its last tick's
+// descriptors. A node's descriptors stay the same from tick to tick while
+// its schema does, so a tick costs one map lookup and a comparison of
+// pointers in order instead of a lookup in a map of every series per value,
+// which (cache misses in a map of hundreds of thousands of entries) cost
+// about as much as the store's own append.
+type nodeLabels struct {
+	descs  []*metric.Desc
+	labels [][]byte // labels[i] belongs to descs[i]; nil for unnamed ones
+	byDesc map[*metric.Desc][]byte
 }
 
-// addTick is add with, if up, up{node}=1 after the values.
-func (w *Writer) addTick(node string, t int64, descs []*metric.Desc, values []float64, up bool) {
+// tickLabelsLocked returns the label sets of a tick's descriptors, in
+// order; valid until the next call.
+func (w *Writer) tickLabelsLocked(node string, descs []*metric.Desc) [][]byte {
+	nl := w.nodes[node]
+	if nl != nil && slices.Equal(nl.descs, descs) {
+		return nl.labels
+	}
+	if w.cached >= w.maxSeries {
+		// Vanished nodes and old schemas pile up; rebuilding is cheap.
+		clear(w.nodes)
+		w.cached = 0
+		nl = nil
+	}
+	if nl == nil {
+		nl = &nodeLabels{byDesc: map[*metric.Desc][]byte{}}
+		w.nodes[node] = nl
+	}
+	nl.descs = append(nl.descs[:0], descs...)
+	nl.labels = nl.labels[:0]
+	for _, d := range descs {
+		var ls []byte
+		if d != nil && d.Name != "" {
+			if ls = nl.byDesc[d]; ls == nil {
+				ls = appendTargetLabels(nil, w.Job, node, d)
+				nl.byDesc[d] = ls
+				w.cached++
+			}
+		}
+		nl.labels = append(nl.labels, ls)
+	}
+	return nl.labels
+}
+
+// add queues samples of a few series (up, server-side gauges) for every
+// destination.
+func (w *Writer) add(node string, t int64, descs []*metric.Desc, values []float64) {
 	if len(w.queues) == 0 {
 		return
 	}
@@ -208,14 +285,60 @@ func (w *Writer) addTick(node string, t int64, descs []*metric.Desc, values []fl
 		}
 		w.scratch = append(w.scratch, sample{labels: w.labelsLocked(node, d), t: t, v: values[i]})
 	}
+	w.pushLocked()
+}
+
+// addTick queues one tick and, if up, up{node}=1 after its values.
+func (w *Writer) addTick(node string, t int64, descs []*metric.Desc, values []float64, up bool) {
+	if len(w.queues) == 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.scratch = w.scratch[:0]
+	for i, ls := range w.tickLabelsLocked(node, descs) {
+		if ls != nil {
+			w.scratch = append(w.scratch, sample{labels: ls, t: t, v: values[i]})
+		}
+	}
 	if up {
 		w.scratch = append(w.scratch, sample{labels: w.labelsLocked(node, w.upDesc), t: t, v: 1})
 	}
+	w.pushLocked()
+}
+
+// pushLocked queues w.scratch for every destination and empties it.
+func (w *Writer) pushLocked() {
 	for _, q := range w.queues {
 		q.push(w.scratch)
 	}
 	clear(w.scratch) // drop references to label sets the cache may evict
 	w.scratch = w.scratch[:0]
+}
+
+// addNodeGauge queues name{node}=value for every node.
+func (w *Writer) addNodeGauge(name string, t int64, nodes []string, values []float64) {
+	if len(w.queues) == 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	d := w.gauges[name]
+	if d == nil {
+		if len(w.gauges) >= maxGaugeNames {
+			clear(w.gauges) // names are the caller's constants; never reached
+		}
+		d = metric.NewDesc(name, "", metric.Gauge)
+		w.gauges[name] = d
+	}
+	w.scratch = w.scratch[:0]
+	for i, n := range nodes {
+		if n == "" {
+			continue
+		}
+		w.scratch = append(w.scratch, sample{labels: w.labelsLocked(n, d), t: t, v: values[i]})
+	}
+	w.pushLocked()
 }
 
 // Status is the state of all destinations.

@@ -1,6 +1,7 @@
 package remotewrite
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -221,6 +222,51 @@ func TestSeriesCacheBounded(t *testing.T) {
 		w.add("cn01", 1, []*metric.Desc{metric.NewDesc("m", "", metric.Gauge, "i", string(rune('a'+i)))}, []float64{1})
 		if len(w.series) > 3 {
 			t.Fatalf("cache holds %d series, bound 3", len(w.series))
+		}
+	}
+}
+
+// TestTickLabels: the tick path's per-node cache gives every value its
+// own series' labels across schema changes, and stays bounded.
+func TestTickLabels(t *testing.T) {
+	w, err := New(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Job = "node"
+	w.queues = []*queue{newQueue(Config{URL: "http://x/", QueueCapacity: 64}, w.log)}
+	w.maxSeries = 4
+	a := metric.NewDesc("a", "", metric.Gauge)
+	b := metric.NewDesc("b", "", metric.Gauge, "k", "v")
+	c := metric.NewDesc("c", "", metric.Counter)
+	ticks := []struct {
+		node  string
+		descs []*metric.Desc
+	}{
+		{"cn01", []*metric.Desc{a, b}},
+		{"cn01", []*metric.Desc{a, b}},
+		{"cn02", []*metric.Desc{a, b}},
+		{"cn01", []*metric.Desc{b, nil, c}}, // a schema change; an unnamed value
+		{"cn01", []*metric.Desc{a, b}},
+		{"cn03", []*metric.Desc{c}},
+	}
+	for k, tk := range ticks {
+		w.addTick(tk.node, int64(k), tk.descs, make([]float64, len(tk.descs)), false)
+		if w.cached > w.maxSeries+len(tk.descs) {
+			t.Fatalf("tick %d: cache holds %d label sets, bound %d", k, w.cached, w.maxSeries)
+		}
+		var want []byte
+		for _, d := range tk.descs {
+			if d != nil {
+				want = appendTargetLabels(want, "node", tk.node, d)
+			}
+		}
+		var got []byte
+		for _, smp := range w.queues[0].take(64) {
+			got = append(got, smp.labels...)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("tick %d (%s): labels %q, want %q", k, tk.node, got, want)
 		}
 	}
 }

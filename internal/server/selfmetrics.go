@@ -101,7 +101,8 @@ func (s *Server) selfScrape(ctx context.Context, every time.Duration) {
 // scrapeSelf gathers s.reg and appends it at now under job="vigil".
 func (s *Server) scrapeSelf(now time.Time) error {
 	mfs, gerr := s.reg.Gather() // partial results are still worth storing
-	app := s.store.Appender(context.Background())
+	// Through remote write's tee: the destinations get them too.
+	app := s.rwOut.Appendable(s.store).Appender(context.Background())
 	ts := now.UnixMilli()
 	var b labels.ScratchBuilder
 	var aerr error

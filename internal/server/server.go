@@ -173,7 +173,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	s.mux.Handle("GET "+events.PathStream, s.endOnStop(s.events.StreamHandler()))
 	// Rules (docs/alerting.md): always on, so /api/v1/rules answers.
 	s.rules, err = alerting.New(alerting.Options{Files: list(cfg.Rules), Interval: cfg.RuleInterval.D(), Query: s.api.RuleInstant,
-		Appendable: st, Queryable: st, Alertmanagers: list(cfg.Alertmanager), ExternalURL: externalURL(cfg.HTTP),
+		Appendable: s.rwOut.Appendable(st), Queryable: st, Alertmanagers: list(cfg.Alertmanager), ExternalURL: externalURL(cfg.HTTP),
 		Registerer: s.reg, Logger: log.With("component", "rules"),
 		Events: s.events,
 	})
@@ -195,7 +195,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	summaries.jobs = s.jobs
 	s.summaries = summaries
-	s.stragglers = newStragglerWatch(rq, s.jobs, s.store.Appender, s.reg, log.With("component", "stragglers"))
+	s.stragglers = newStragglerWatch(rq, s.jobs, s.rwOut.Appendable(st).Appender, s.reg, log.With("component", "stragglers"))
 	s.jobs.Register(s.mux)
 	s.mux.Handle("GET /api/v1/jobs/{id}/report", report.Handler(s.getJob, rq))
 	ho := cfg.drainOptions(s.reg, log)
@@ -218,7 +218,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 			Limits: syslog.Limits{MaxConns: cfg.SyslogMaxConns, MaxConnsPerHost: cfg.SyslogMaxConnsPerHost,
 				IdleTimeout: cfg.SyslogIdleTimeout.D(), FrameTimeout: cfg.SyslogFrameTimeout.D()},
 			// Per-pattern counts as the server's own series (docs/logs.md).
-			Metrics: logsvc.MetricsConfig{Appendable: st, Interval: cfg.LogsMetricsInterval.D(), MaxPatternSeries: cfg.LogsMaxPatternSeries,
+			Metrics: logsvc.MetricsConfig{Appendable: s.rwOut.Appendable(st), Interval: cfg.LogsMetricsInterval.D(), MaxPatternSeries: cfg.LogsMaxPatternSeries,
 				Labels:   labels.FromStrings("job", SelfJob, "instance", SelfNode, store.NodeLabel, SelfNode),
 				Metadata: func(name, typ, help string) { st.SetMetadata(name, store.Metadata{Type: typ, Help: help}) }},
 			Events: s.events,
@@ -341,11 +341,13 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 	}
 	if streamLn != nil {
 		var ist ingest.Store = s.store
+		var offsets ingest.OffsetStore = s.store
 		if len(s.cfg.remoteWrite()) > 0 {
 			ist = s.rwOut.Tap(s.store)
+			offsets = s.rwOut.TapNodeGauges(s.store) // the clock offsets are the nodes' series too
 		}
 		h := ingest.NewWithOptions(ist, ingest.Options{Interval: s.cfg.Interval.D(), MaxClockOffset: s.cfg.MaxFuture.D(),
-			Offsets: s.store, Registerer: s.reg, Logger: s.log, Expected: s.expected, Tap: ingest.Taps{s.jobs, s.health}, Events: s.events})
+			Offsets: offsets, Registerer: s.reg, Logger: s.log, Expected: s.expected, Tap: ingest.Taps{s.jobs, s.health}, Events: s.events})
 		s.registerIngest(h)
 		g.Go(func() error { h.Run(gctx); return nil })
 		g.Go(func() error {
