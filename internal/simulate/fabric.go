@@ -36,7 +36,7 @@ const fabricCapacity = 12.5e9
 type Fabric struct {
 	o                   FabricOptions
 	leaves, spines      int
-	hosts               int // nodes
+	hosts               int           // nodes
 	sweeperOf           map[int][]int // node index → switches it sweeps (0..leaves-1 leaves, then spines)
 	leafName, spineName func(int) string
 }
@@ -83,8 +83,8 @@ func (f *Fabric) hcaGUID(i int) string {
 
 // portSim is one simulated switch port: its series and counters.
 type portSim struct {
-	ca           int // node index of a CA port, -1 for a switch link
-	leaf, spine  int // the leaf and spine of a switch link (-1 for CA)
+	ca           int  // node index of a CA port, -1 for a switch link
+	leaf, spine  int  // the leaf and spine of a switch link (-1 for CA)
 	fromSpine    bool // a spine's port down to a leaf
 	d            [fabricSeries]*metric.Desc
 	c            [fabricSeries]float64 // counter totals
