@@ -451,9 +451,10 @@ func (t *tree) linkHosts(l *Link) map[string]bool {
 }
 
 // TopOf ranks f's links by `by`, keeping those that carry a node of
-// jobFilter's (all links if nil), the first limit of them, each with the
-// running jobs whose nodes sit below it.
-func TopOf(f *Fabric, running []*jobs.Job, by string, limit int, jobFilter *jobs.Job) *Top {
+// jobFilter's (all links if nil) and, if link is set, the one port it
+// names (SWITCH_GUID/PORT), the first limit of them, each with the running
+// jobs whose nodes sit below it.
+func TopOf(f *Fabric, running []*jobs.Job, by string, limit int, jobFilter *jobs.Job, link string) *Top {
 	t := newTree(f.Switches, f.Links)
 	top := &Top{Time: f.Time, Window: f.Window, By: by, Links: []TopLink{}}
 	if jobFilter != nil {
@@ -462,7 +463,7 @@ func TopOf(f *Fabric, running []*jobs.Job, by string, limit int, jobFilter *jobs
 	var cand []int
 	for i := range f.Links {
 		l := &f.Links[i]
-		if jobFilter != nil && !anyIn(jobFilter.Nodes, t.linkHosts(l)) {
+		if (link != "" && l.SwitchGUID+"/"+l.Port != link) || (jobFilter != nil && !anyIn(jobFilter.Nodes, t.linkHosts(l))) {
 			continue
 		}
 		cand = append(cand, i)

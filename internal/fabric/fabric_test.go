@@ -36,7 +36,7 @@ type synthPort struct {
 // spine01 are swept by cn1, leaf02 by cn3, leaf03 and spine02 by cn5, as
 // the ibnet sweep splits a fabric.
 func synthFabric() []synthPort {
-	guid := func(s string) string { return fmt.Sprintf("0x0002c9020000%04x", len(s)*100+int(s[len(s)-1])) }
+	guid := guidOf
 	sweeper := map[string]string{"leaf01": "cn1", "spine01": "cn1", "leaf02": "cn3", "leaf03": "cn5", "spine02": "cn5"}
 	var ps []synthPort
 	for l := 1; l <= 3; l++ {
@@ -291,6 +291,8 @@ func TestHTTP(t *testing.T) {
 		{"/api/v1/fabric/top?by=errors&limit=1", 200, `"name":"leaf01 p1 → cn1 HCA-1 p1"`},
 		{"/api/v1/fabric/top?job=10&limit=1", 200, `"job":"10"`},
 		{"/api/v1/fabric/top?job=404", 404, "no such job"},
+		{"/api/v1/fabric/top?link=" + guidOf("spine01") + "/2", 200, `"jobs":[{"id":"10","user":"alice","nodes":2}]}],"total":1}`},
+		{"/api/v1/fabric/top?link=x", 400, "SWITCH_GUID/PORT"},
 		{"/api/v1/fabric/top?by=latency", 400, "want xmit_wait, errors or bytes"},
 		{"/api/v1/fabric/top?limit=0", 400, "limit"},
 		{"/api/v1/fabric?window=1ms", 400, "window"},
@@ -376,3 +378,5 @@ func readAll(t *testing.T, resp *http.Response) string {
 }
 
 func urlParse(s string) (url.Values, error) { return url.ParseQuery(s) }
+
+func guidOf(s string) string { return fmt.Sprintf("0x0002c9020000%04x", len(s)*100+int(s[len(s)-1])) }

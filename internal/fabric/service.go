@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -71,7 +72,7 @@ func New(o Options) *Service {
 // Register serves:
 //
 //	GET /api/v1/fabric?window=1m
-//	GET /api/v1/fabric/top?by=xmit_wait|errors|bytes&limit=20&window=1m&job=ID
+//	GET /api/v1/fabric/top?by=xmit_wait|errors|bytes&limit=20&window=1m&job=ID&link=GUID/PORT
 func (s *Service) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+Path, s.serveFabric)
 	mux.HandleFunc("GET "+PathTop, s.serveTop)
@@ -95,6 +96,11 @@ func (s *Service) Read(ctx context.Context, window time.Duration) (*Fabric, erro
 
 // Top ranks the links now; job, if not empty, keeps those its nodes use.
 func (s *Service) Top(ctx context.Context, window time.Duration, by string, limit int, job string) (*Top, error) {
+	return s.top(ctx, Params{Window: window, By: by, Limit: limit, Job: job})
+}
+
+func (s *Service) top(ctx context.Context, p Params) (*Top, error) {
+	job := p.Job
 	var filter *jobs.Job
 	var running []*jobs.Job
 	if s.o.Jobs != nil {
@@ -115,11 +121,11 @@ func (s *Service) Top(ctx context.Context, window time.Duration, by string, limi
 	} else if job != "" {
 		return nil, fmt.Errorf("%w: no job index", errNotFound)
 	}
-	f, err := s.Read(ctx, window)
+	f, err := s.Read(ctx, p.Window)
 	if err != nil {
 		return nil, err
 	}
-	return TopOf(f, running, by, limit, filter), nil
+	return TopOf(f, running, p.By, p.Limit, filter, p.Link), nil
 }
 
 var errNotFound = errors.New("not found")
@@ -130,6 +136,8 @@ type Params struct {
 	By     string
 	Limit  int
 	Job    string
+	// Link keeps one port: SWITCH_GUID/PORT.
+	Link string
 }
 
 // ParseParams reads and bounds the API's parameters; the error names the
@@ -166,6 +174,13 @@ func ParseParams(q url.Values) (Params, string, error) {
 		}
 		p.Job = v
 	}
+	if v := q.Get("link"); v != "" {
+		g, port, ok := strings.Cut(v, "/")
+		if !ok || g == "" || port == "" || strings.Contains(port, "/") {
+			return p, "link", fmt.Errorf("%w: link %.40q: want SWITCH_GUID/PORT", ErrBadParam, v)
+		}
+		p.Link = v
+	}
 	return p, "", nil
 }
 
@@ -182,7 +197,7 @@ func (s *Service) params(w http.ResponseWriter, r *http.Request) (Params, bool) 
 // paramLabel bounds the label values of the rejection counter.
 func paramLabel(name string) string {
 	switch name {
-	case "window", "by", "limit", "job":
+	case "window", "by", "limit", "job", "link":
 		return name
 	}
 	return "other"
@@ -206,7 +221,7 @@ func (s *Service) serveTop(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	t, err := s.Top(r.Context(), p.Window, p.By, p.Limit, p.Job)
+	t, err := s.top(r.Context(), p)
 	if err != nil {
 		writeErr(w, err)
 		return
