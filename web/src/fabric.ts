@@ -45,6 +45,8 @@ export interface Box {
   h: number;
   // ports: the switch's CA ports (leaves), for the box's fill.
   ca: FabricLink[];
+  // label: room in its row for the name under (or over) the box.
+  label: boolean;
 }
 
 export interface Layout {
@@ -52,7 +54,6 @@ export interface Layout {
   height: number;
   boxes: Box[];
   edges: Edge[];
-  labels: boolean; // room for names under the boxes
 }
 
 const levelRank: Record<string, number> = { leaf: 0, spine: 1, core: 2 };
@@ -75,17 +76,13 @@ export function layout(f: FabricAnswer, width: number): Layout {
   const top = 24;
   const boxes: Box[] = [];
   const at = new Map<string, number>();
-  let maxSpacing = 0;
-  let minSpacing = Infinity;
   ranks.forEach((r, ri) => {
     const list = rows.get(r)!;
     const spacing = width / list.length;
-    maxSpacing = Math.max(maxSpacing, spacing);
-    minSpacing = Math.min(minSpacing, spacing);
     const w = Math.max(3, Math.min(64, spacing * 0.8));
     list.forEach((sw, i) => {
       at.set(sw.guid, boxes.length);
-      boxes.push({ sw, x: spacing * (i + 0.5), y: top + ri * rowGap, w, h: 18, ca: [] });
+      boxes.push({ sw, x: spacing * (i + 0.5), y: top + ri * rowGap, w, h: 18, ca: [], label: spacing >= 44 });
     });
   });
   const edges: Edge[] = [];
@@ -114,7 +111,7 @@ export function layout(f: FabricAnswer, width: number): Layout {
     pending.set(portKey(l.remote_guid, l.remote_port), edges.length - 1);
   }
   const height = top + Math.max(ranks.length - 1, 0) * rowGap + 18 + 40;
-  return { width, height, boxes, edges, labels: minSpacing >= 44 || (maxSpacing >= 44 && ranks.length === 1) };
+  return { width, height, boxes, edges };
 }
 
 // edgeValue is the worse end's value.

@@ -88,7 +88,11 @@ export function fabricView(root: HTMLElement, { route, navigate, expose, signal 
       buckets.get(key)!.push(i);
     }
     const width = L.edges.length > 2000 ? 1 : 1.6;
+    // In a dense fabric the quiet links fade so the hot ones stand out.
+    const dense = L.edges.length > 1000;
     for (const [key, list] of buckets) {
+      const p = key === DOWN_COLOUR ? 0.5 : position(edgeValue(L.edges[list[0]], m), scale);
+      g.globalAlpha = dense ? 0.2 + 0.8 * p : 1;
       g.beginPath();
       for (const i of list) {
         const [x1, y1, x2, y2] = endpoints(L, L.edges[i]);
@@ -101,6 +105,7 @@ export function fabricView(root: HTMLElement, { route, navigate, expose, signal 
       g.stroke();
     }
     g.setLineDash([]);
+    g.globalAlpha = 1;
     state.colours = buckets.size;
     // The selected link on top, white.
     if (selLink) {
@@ -124,7 +129,7 @@ export function fabricView(root: HTMLElement, { route, navigate, expose, signal 
       g.strokeStyle = b.sw.guid === selSwitch ? "#ffffff" : "#8b949e";
       g.lineWidth = 1;
       g.strokeRect(b.x - b.w / 2 + 0.5, b.y + 0.5, b.w - 1, b.h - 1);
-      if (L.labels) {
+      if (b.label) {
         g.fillStyle = "#c9d1d9";
         g.fillText(b.sw.name.slice(0, 10), b.x, leaf ? b.y + b.h + 12 : b.y - 4);
         if (leaf) {

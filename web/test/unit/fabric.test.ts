@@ -44,8 +44,9 @@ test("layout: spines above leaves, both ends of a link one edge, node ports on t
     assert.ok(y1 < y2);
   }
   assert.deepEqual(L.boxes.filter((b) => b.sw.level === "leaf").map((b) => b.ca.length), [2, 2, 2]);
-  assert.ok(L.labels, "room for names at 1200 px");
-  assert.ok(!layout(fatTree(18, 220, 18), 1200).labels, "no names for 220 leaves in 1200 px");
+  assert.ok(L.boxes.every((b) => b.label), "room for names at 1200 px");
+  const big = layout(fatTree(18, 220, 18), 1200);
+  assert.ok(big.boxes.every((b) => b.label === (b.sw.level === "spine")), "names for 18 spines, none for 220 leaves in 1200 px");
 });
 
 test("an edge takes the worse end's value and is down if either end is", () => {
