@@ -380,3 +380,23 @@ func readAll(t *testing.T, resp *http.Response) string {
 func urlParse(s string) (url.Values, error) { return url.ParseQuery(s) }
 
 func guidOf(s string) string { return fmt.Sprintf("0x0002c9020000%04x", len(s)*100+int(s[len(s)-1])) }
+
+// TestCache: a second read within CacheFor is the same answer, a later
+// one a new read; another window is its own.
+func TestCache(t *testing.T) {
+	fx := newFixture(t)
+	now := fx.now
+	fx.svc.o.Now = func() time.Time { return now }
+	ctx := context.Background()
+	a, err := fx.svc.Read(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := fx.svc.Read(ctx, time.Minute)
+	c, _ := fx.svc.Read(ctx, 30*time.Second)
+	now = now.Add(CacheFor)
+	d, _ := fx.svc.Read(ctx, time.Minute)
+	if a != b || a == c || a == d {
+		t.Fatalf("cache: same window within %s shared %v, other window %v, later %v; want true, false, false", CacheFor, a == b, a == c, a == d)
+	}
+}

@@ -45,7 +45,25 @@ type Service struct {
 	trunc    prometheus.Counter
 	mu       sync.Mutex
 	warn     logging.OnChange
+	// One read at a time (readMu), its answer kept for CacheFor: every
+	// dashboard polling the fabric and `vigil fabric top` share one read
+	// (about a second for 13,000 ports) instead of each paying for it.
+	readMu sync.Mutex
+	cache  map[time.Duration]cached
+	hits   prometheus.Counter
 }
+
+type cached struct {
+	at time.Time
+	f  *Fabric
+}
+
+// CacheFor is how long an answer is served again; maxCached bounds the
+// windows kept.
+const (
+	CacheFor  = 2 * time.Second
+	maxCached = 4
+)
 
 // New returns a Service.
 func New(o Options) *Service {
@@ -55,7 +73,9 @@ func New(o Options) *Service {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	s := &Service{o: o, log: o.Logger,
+	s := &Service{o: o, log: o.Logger, cache: map[time.Duration]cached{},
+		hits: prometheus.NewCounter(prometheus.CounterOpts{Name: "vigil_fabric_cache_hits_total",
+			Help: "Fabric API answers served from the last read (at most 2 s old)."}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vigil_fabric_requests_rejected_total",
 			Help: "Fabric API requests refused for a bad parameter, by parameter."}, []string{"param"}),
 		failed: prometheus.NewCounter(prometheus.CounterOpts{Name: "vigil_fabric_requests_failed_total",
@@ -64,7 +84,7 @@ func New(o Options) *Service {
 			Help: "Fabric answers that left out ports or switches beyond the bounds (65,536 ports, 4,096 switches)."}),
 	}
 	if o.Registerer != nil {
-		o.Registerer.MustRegister(s.rejected, s.failed, s.trunc)
+		o.Registerer.MustRegister(s.rejected, s.failed, s.trunc, s.hits)
 	}
 	return s
 }
@@ -78,9 +98,17 @@ func (s *Service) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+PathTop, s.serveTop)
 }
 
-// Read returns the fabric now, its values over window.
+// Read returns the fabric now, its values over window. The answer is
+// shared: callers must not change it.
 func (s *Service) Read(ctx context.Context, window time.Duration) (*Fabric, error) {
-	f, err := read(ctx, s.o.Query, s.o.Now(), window)
+	s.readMu.Lock()
+	defer s.readMu.Unlock()
+	now := s.o.Now()
+	if c, ok := s.cache[window]; ok && now.Sub(c.at) < CacheFor && !now.Before(c.at) {
+		s.hits.Inc()
+		return c.f, nil
+	}
+	f, err := read(ctx, s.o.Query, now, window)
 	s.mu.Lock()
 	s.warn.Warn(s.log, "reading the fabric from the store failed", err)
 	s.mu.Unlock()
@@ -91,6 +119,10 @@ func (s *Service) Read(ctx context.Context, window time.Duration) (*Fabric, erro
 	if f.Truncated {
 		s.trunc.Inc()
 	}
+	if len(s.cache) >= maxCached {
+		clear(s.cache)
+	}
+	s.cache[window] = cached{at: now, f: f}
 	return f, nil
 }
 
