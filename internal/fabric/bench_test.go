@@ -2,6 +2,7 @@ package fabric
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"strconv"
 	"sync"
@@ -61,13 +62,17 @@ func BenchmarkRead(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
-	for range b.N {
+	for i := range b.N {
 		f, err := read(ctx, svc.o.Query, svc.o.Now(), time.Minute) // not the cache
 		if err != nil {
 			b.Fatal(err)
 		}
 		if len(f.Switches) != 256 || len(f.Links) != 12852 {
 			b.Fatalf("%d switches, %d ports", len(f.Switches), len(f.Links))
+		}
+		if i == 0 {
+			j, _ := json.Marshal(f)
+			b.ReportMetric(float64(len(j)), "answer_bytes")
 		}
 	}
 }
