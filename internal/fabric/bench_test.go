@@ -1,6 +1,8 @@
 package fabric
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"os"
@@ -72,7 +74,12 @@ func BenchmarkRead(b *testing.B) {
 		}
 		if i == 0 {
 			j, _ := json.Marshal(f)
+			var z bytes.Buffer
+			zw, _ := gzip.NewWriterLevel(&z, gzip.BestSpeed)
+			zw.Write(j)
+			zw.Close()
 			b.ReportMetric(float64(len(j)), "answer_bytes")
+			b.ReportMetric(float64(z.Len()), "gzipped_bytes")
 		}
 	}
 }

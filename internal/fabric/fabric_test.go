@@ -1,6 +1,7 @@
 package fabric
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -398,5 +399,39 @@ func TestCache(t *testing.T) {
 	d, _ := fx.svc.Read(ctx, time.Minute)
 	if a != b || a == c || a == d {
 		t.Fatalf("cache: same window within %s shared %v, other window %v, later %v; want true, false, false", CacheFor, a == b, a == c, a == d)
+	}
+}
+
+// TestGzip: a client taking gzip gets the same answer compressed.
+func TestGzip(t *testing.T) {
+	fx := newFixture(t)
+	mux := http.NewServeMux()
+	fx.svc.Register(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	get := func(enc string) (*http.Response, string) {
+		req, _ := http.NewRequest("GET", srv.URL+"/api/v1/fabric", nil)
+		req.Header.Set("Accept-Encoding", enc)
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, readAll(t, resp)
+	}
+	plainResp, plain := get("identity")
+	zResp, z := get("br, gzip;q=0.8")
+	if plainResp.Header.Get("Content-Encoding") != "" || zResp.Header.Get("Content-Encoding") != "gzip" {
+		t.Fatalf("encodings %q, %q", plainResp.Header.Get("Content-Encoding"), zResp.Header.Get("Content-Encoding"))
+	}
+	zr, err := gzip.NewReader(strings.NewReader(z))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unz, err := io.ReadAll(zr)
+	if err != nil || string(unz) != plain || len(z) >= len(plain) {
+		t.Fatalf("gzip answer: %v, %d bytes for %d plain, same after decompressing: %v", err, len(z), len(plain), string(unz) == plain)
+	}
+	if _, off := get("gzip;q=0"); strings.HasPrefix(off, "\x1f\x8b") {
+		t.Fatal("gzip;q=0 answered gzipped")
 	}
 }

@@ -1,9 +1,11 @@
 package fabric
 
 import (
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -245,7 +247,39 @@ func (s *Service) serveFabric(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	jobs.WriteData(w, f)
+	writeData(w, r, f)
+}
+
+// writeData answers {"status":"success","data":v}, gzipped for a client
+// that takes it: the fabric of 13,000 ports is 6 MB of JSON, about a
+// tenth of that compressed, polled by every open Fabric view.
+func writeData(w http.ResponseWriter, r *http.Request, v any) {
+	if !acceptsGzip(r.Header.Get("Accept-Encoding")) {
+		jobs.WriteData(w, v)
+		return
+	}
+	w.Header().Set("Content-Encoding", "gzip")
+	w.Header().Add("Vary", "Accept-Encoding")
+	zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
+	defer zw.Close()
+	jobs.WriteData(gzipResponse{ResponseWriter: w, w: zw}, v)
+}
+
+type gzipResponse struct {
+	http.ResponseWriter
+	w io.Writer
+}
+
+func (g gzipResponse) Write(b []byte) (int, error) { return g.w.Write(b) }
+
+func acceptsGzip(h string) bool {
+	for _, p := range strings.Split(h, ",") {
+		enc, q, _ := strings.Cut(strings.TrimSpace(p), ";")
+		if strings.EqualFold(strings.TrimSpace(enc), "gzip") && strings.ReplaceAll(strings.TrimSpace(q), " ", "") != "q=0" {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Service) serveTop(w http.ResponseWriter, r *http.Request) {
@@ -258,7 +292,7 @@ func (s *Service) serveTop(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	jobs.WriteData(w, t)
+	writeData(w, r, t)
 }
 
 func writeErr(w http.ResponseWriter, err error) {
