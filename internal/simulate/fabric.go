@@ -304,3 +304,11 @@ func (f *Fabric) sweeper(i int) *FabricSweep {
 	}
 	return f.Sweeper(i)
 }
+
+// switches is Switches on a fabric that may be nil.
+func (f *Fabric) switches() int {
+	if f == nil {
+		return 0
+	}
+	return f.Switches()
+}

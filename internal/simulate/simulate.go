@@ -192,7 +192,8 @@ func Run(ctx context.Context, o Options) error {
 	}
 	log.Info("simulating", "nodes", o.Nodes, "first", NodeName(o.First), "data", data, "series_per_node", perNode,
 		"interval", o.Interval, "connections", len(clients), "upstream", o.Upstream, "key", o.Key != nil,
-		"health", o.Health && o.Replay == nil, "flaky_nodes", flaky, "outages", o.Outages, "silent_per_10m", outages)
+		"health", o.Health && o.Replay == nil, "flaky_nodes", flaky, "outages", o.Outages, "silent_per_10m", outages,
+		"fabric_switches", fab.switches())
 	g.Go(func() error {
 		t := time.NewTicker(o.ReportEvery)
 		defer t.Stop()

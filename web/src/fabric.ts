@@ -220,10 +220,12 @@ export function linkQueries(l: FabricLink, winSec: number): { title: string; uni
   // rate() of several names at once would give series differing only by
   // the dropped name, which PromQL refuses: the sum's growth instead (the
   // sweeper's counters never go back).
+  const data = `label_replace(rate(vigil_ib_port_transmit_data_bytes_total{${s}}[${win}]), "dir", "tx", "", "") or label_replace(rate(vigil_ib_port_receive_data_bytes_total{${s}}[${win}]), "dir", "rx", "", "")`;
   const errs = (mod: string) => `sum by (switch_guid, port) ({__name__=~"vigil_ib_port_(.+_errors|transmit_discards|link_downed)_total",${s}}${mod})`;
   return [
-    { title: "Data (bytes/s)", unit: "bytes/s", expr: `label_replace(rate(vigil_ib_port_transmit_data_bytes_total{${s}}[${win}]), "dir", "tx", "", "") or label_replace(rate(vigil_ib_port_receive_data_bytes_total{${s}}[${win}]), "dir", "rx", "", "")` },
-    { title: "Utilization", unit: "fraction", expr: `max by (switch_guid, port) (rate(vigil_ib_port_transmit_data_bytes_total{${s}}[${win}])) / max by (switch_guid, port) (vigil_ib_port_rate_bytes_per_second{${s}})` },
+    { title: "Data (bytes/s)", unit: "bytes/s", expr: data },
+    // As the API: the busier direction over the capacity.
+    { title: "Utilization", unit: "fraction", expr: `max by (switch_guid, port) (${data}) / max by (switch_guid, port) (vigil_ib_port_rate_bytes_per_second{${s}})` },
     { title: "Xmit wait (ticks/s)", unit: "none", expr: `rate(vigil_ib_port_transmit_wait_total{${s}}[${win}])` },
     { title: "Errors (/s)", unit: "none", expr: `(${errs("")} - ${errs(" offset " + win)}) / ${winSec} >= 0` },
     { title: "Up", unit: "none", expr: `vigil_ib_port_up{${s}}` },

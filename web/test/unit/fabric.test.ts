@@ -129,4 +129,7 @@ test("link charts select the port, quoting its labels", () => {
   const qs = linkQueries(l, 60);
   assert.ok(qs.every((q) => q.expr.includes('switch_guid="g-le\\"af",port="3"')), qs.map((q) => q.expr).join("\n"));
   assert.ok(qs.find((q) => q.title.startsWith("Errors"))!.expr.includes("offset 60s)) / 60"));
+  // Utilization as the API's: the busier of tx and rx.
+  const util = qs.find((q) => q.title === "Utilization")!.expr;
+  assert.ok(util.includes("transmit_data") && util.includes("receive_data"), util);
 });
