@@ -321,8 +321,11 @@ func switches(infos []query.Sample, links []Link, truncated bool) ([]Switch, boo
 			s.Level = LevelLeaf
 		}
 	}
-	// Unknown levels: one above the lowest known neighbour.
+	// Unknown levels, from the lowest known neighbour: above a leaf a
+	// spine, above a spine a core; below a core a spine (a fat tree has
+	// at most three levels). Two rounds reach a switch two links away.
 	for range 2 {
+		lowest := map[string]int{}
 		for i := range links {
 			l := &links[i]
 			a, b := byGUID[l.SwitchGUID], byGUID[l.RemoteGUID]
@@ -330,10 +333,16 @@ func switches(infos []query.Sample, links []Link, truncated bool) ([]Switch, boo
 				continue
 			}
 			for _, p := range [][2]*Switch{{a, b}, {b, a}} {
-				if p[0].Level == "" && p[1].Level != "" {
-					p[0].Level = levelAbove(p[1].Level)
+				if p[0].Level != "" || p[1].Level == "" {
+					continue
+				}
+				if r, ok := lowest[p[0].GUID]; !ok || rank(p[1].Level) < r {
+					lowest[p[0].GUID] = rank(p[1].Level)
 				}
 			}
+		}
+		for g, r := range lowest {
+			byGUID[g].Level = [...]string{LevelSpine, LevelCore, LevelSpine}[r]
 		}
 	}
 	out := make([]Switch, 0, len(order))
@@ -356,13 +365,6 @@ func switches(infos []query.Sample, links []Link, truncated bool) ([]Switch, boo
 		return cmp.Or(cmp.Compare(rank(b.Level), rank(a.Level)), natural(a.Name, b.Name), cmp.Compare(a.GUID, b.GUID))
 	})
 	return out, truncated
-}
-
-func levelAbove(lv string) string {
-	if lv == LevelLeaf {
-		return LevelSpine
-	}
-	return LevelCore
 }
 
 // rank orders the levels bottom up.

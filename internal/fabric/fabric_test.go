@@ -435,3 +435,43 @@ func TestGzip(t *testing.T) {
 		t.Fatal("gzip;q=0 answered gzipped")
 	}
 }
+
+// TestLevelsInferred: without vigil_ib_switch_info a switch with node
+// ports is a leaf, one linked to a leaf a spine, one linked only to
+// spines a core; nodes below add up the tree; a switch seen only as a
+// remote end is listed, not swept.
+func TestLevelsInferred(t *testing.T) {
+	l := func(sw, port, remote, rport, typ string) Link {
+		k := Link{SwitchGUID: "g" + sw, Switch: sw, Port: port, RemoteGUID: "g" + strings.Fields(remote)[0], Remote: remote, RemotePort: rport, RemoteType: typ}
+		if typ == "ca" {
+			k.Host = HostOf(remote)
+		}
+		return k
+	}
+	links := []Link{
+		l("L1", "1", "a HCA-1", "1", "ca"), l("L1", "2", "b HCA-1", "1", "ca"), l("L1", "3", "S1", "1", "switch"),
+		l("L2", "1", "c HCA-1", "1", "ca"), l("L2", "3", "S1", "2", "switch"),
+		l("S1", "1", "L1", "3", "switch"), l("S1", "2", "L2", "3", "switch"), l("S1", "9", "C1", "1", "switch"),
+		l("C1", "1", "S1", "9", "switch"), l("C1", "2", "S2", "1", "switch"),
+	}
+	sws, trunc := switches(nil, links, false)
+	var got []string
+	for _, s := range sws {
+		got = append(got, fmt.Sprintf("%s/%s/%d/%v", s.Name, s.Level, s.NodeCount, s.Swept))
+	}
+	want := []string{"C1/core/3/true", "S1/spine/3/true", "S2/spine/0/false", "L1/leaf/2/true", "L2/leaf/1/true"}
+	if trunc || !slices.Equal(got, want) {
+		t.Fatalf("switches %v (truncated %v), want %v", got, trunc, want)
+	}
+	f := &Fabric{Switches: sws, Links: links}
+	running := []*jobs.Job{{ID: "1", Nodes: []string{"c"}}}
+	top := TopOf(f, running, ByBytes, 100, nil, "")
+	for _, tl := range top.Links {
+		if tl.Name == LinkName("C1", "1", "S1", "9") && (tl.NodesBelow != 3 || tl.JobCount != 1) {
+			t.Fatalf("core's down-link to S1: %d nodes below, %d jobs; want 3 and 1", tl.NodesBelow, tl.JobCount)
+		}
+		if tl.Name == LinkName("S1", "9", "C1", "1") && tl.NodesBelow != 3 {
+			t.Fatalf("S1's up-link: %d nodes below, want 3", tl.NodesBelow)
+		}
+	}
+}
