@@ -26,6 +26,10 @@ func runFabric(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if len(args) == 0 {
 		return &ExitError{Code: 2, Err: fmt.Errorf("%s", usage)}
 	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintln(stderr, usage)
+		return nil
+	}
 	run, ok := fabricCommands[args[0]]
 	if !ok {
 		return &ExitError{Code: 2, Err: fmt.Errorf("unknown subcommand %q\n%s", args[0], usage)}

@@ -107,6 +107,10 @@ func TestFabricTopCommand(t *testing.T) {
 			t.Errorf("row not job 7's link: %q", r)
 		}
 	}
+	errb.Reset()
+	if err := runFabric(ctx, []string{"--help"}, &out, &errb); err != nil || !strings.Contains(errb.String(), "usage: vigil fabric top") {
+		t.Errorf("vigil fabric --help: %v, %q", err, errb.String())
+	}
 	for _, bad := range [][]string{{"top", "--by", "latency"}, {"top", "--limit", "0"}, {"top", "--window", "1ms"}, {"nosuch"}, {}} {
 		err := runFabric(ctx, append(bad, "--server", srv), &out, &errb)
 		if exitCode(err) != 2 {

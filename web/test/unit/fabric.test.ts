@@ -133,3 +133,18 @@ test("link charts select the port, quoting its labels", () => {
   const util = qs.find((q) => q.title === "Utilization")!.expr;
   assert.ok(util.includes("transmit_data") && util.includes("receive_data"), util);
 });
+
+test("a core row goes above the spines", () => {
+  const f = fatTree(2, 2, 1);
+  f.switches!.push({ guid: "g-core1", name: "core1", level: "core", node_count: 2, swept: true });
+  for (let s = 1; s <= 2; s++) {
+    f.links!.push(link("core1", s, "spine" + s, 9));
+    f.links!.push(link("spine" + s, 9, "core1", s));
+  }
+  const L = layout(f, 900);
+  const y = (n: string) => L.boxes.find((b) => b.sw.name === n)!.y;
+  assert.ok(y("core1") < y("spine1") && y("spine1") < y("leaf1"));
+  const up = L.edges.filter((e) => L.boxes[e.upper].sw.name === "core1");
+  assert.equal(up.length, 2);
+  assert.ok(up.every((e) => L.boxes[e.lower].sw.level === "spine" && e.b));
+});
