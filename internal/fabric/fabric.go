@@ -253,7 +253,11 @@ func read(ctx context.Context, q Querier, now time.Time, window time.Duration) (
 	for i := range f.Links {
 		l := &f.Links[i]
 		if l.Capacity > 0 {
-			l.Utilization = max(l.TxBytes, l.RxBytes) / l.Capacity
+			// A hostile capacity (1e-300) must not make an infinity,
+			// which JSON cannot carry.
+			if u := max(l.TxBytes, l.RxBytes) / l.Capacity; !math.IsInf(u, 0) {
+				l.Utilization = u
+			}
 		}
 	}
 	infos, err := q.InstantSamples(ctx, MetricSwitchInfo, now)
