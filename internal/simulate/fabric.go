@@ -222,7 +222,10 @@ func (f *Fabric) upLoad(l, sp int, t time.Time) float64 {
 			sum += f.hostLoad(i, t)
 		}
 	}
-	share := sum / float64(f.spines) * 0.45
+	// Half the traffic leaves the leaf, over links sized for 2:1
+	// blocking whatever the number of spines (a small tree runs several
+	// cables per leaf and spine; one line stands for them).
+	share := sum * 0.5 / float64(max(f.spines, f.o.HostsPerLeaf/2))
 	// One leaf in four routes too much through one spine.
 	if h := mix(f.o.Seed ^ uint64(l)); h%4 == 0 && int(h>>8%uint64(f.spines)) == sp {
 		share *= 3.5

@@ -231,3 +231,64 @@ export function linkQueries(l: FabricLink, winSec: number): { title: string; uni
     { title: "Up", unit: "none", expr: `vigil_ib_port_up{${s}}` },
   ];
 }
+
+// Matrix is the links as a grid for fabrics too dense to read as lines:
+// a row per upper switch, a column per lower one, each cell the worst of
+// the cables between the two (cell index → edge indexes).
+export interface Matrix {
+  rows: number[]; // box indexes of the upper switches
+  cols: number[]; // box indexes of the lower switches
+  cells: Map<number, number[]>; // row * cols.length + col → edges
+  cw: number; // cell width and height, px
+  ch: number;
+  left: number; // room for the row names
+  width: number;
+  height: number;
+}
+
+// matrix lays the edges out as a grid of at most width px.
+export function matrix(L: Layout, width: number): Matrix {
+  const rowOf = new Map<number, number>();
+  const colOf = new Map<number, number>();
+  const rows: number[] = [];
+  const cols: number[] = [];
+  // In the tree's order: left to right as drawn above.
+  const byX = L.edges.map((_, i) => i).sort((a, b) => L.boxes[L.edges[a].lower].x - L.boxes[L.edges[b].lower].x);
+  for (const i of byX) {
+    const e = L.edges[i];
+    if (!colOf.has(e.lower)) colOf.set(e.lower, cols.push(e.lower) - 1);
+  }
+  for (const i of L.edges.map((_, i) => i).sort((a, b) => L.boxes[L.edges[a].upper].y - L.boxes[L.edges[b].upper].y || L.boxes[L.edges[a].upper].x - L.boxes[L.edges[b].upper].x)) {
+    const e = L.edges[i];
+    if (!rowOf.has(e.upper)) rowOf.set(e.upper, rows.push(e.upper) - 1);
+  }
+  const left = 70;
+  const cw = Math.max(2, Math.min(24, Math.floor((width - left) / Math.max(cols.length, 1))));
+  const ch = Math.max(4, Math.min(16, cw * 2));
+  const cells = new Map<number, number[]>();
+  L.edges.forEach((e, i) => {
+    const k = rowOf.get(e.upper)! * cols.length + colOf.get(e.lower)!;
+    if (!cells.has(k)) cells.set(k, []);
+    cells.get(k)!.push(i);
+  });
+  return { rows, cols, cells, cw, ch, left, width: left + cw * cols.length, height: ch * rows.length };
+}
+
+// hitCell returns the edges of the cell under (x, y), or null.
+export function hitCell(M: Matrix, x: number, y: number): number[] | null {
+  const c = Math.floor((x - M.left) / M.cw);
+  const r = Math.floor(y / M.ch);
+  if (x < M.left || c >= M.cols.length || r < 0 || r >= M.rows.length) return null;
+  return M.cells.get(r * M.cols.length + c) ?? null;
+}
+
+// worstEdge is the edge of list with the highest value (a down one first).
+export function worstEdge(L: Layout, list: number[], m: Measure): number {
+  let best = list[0];
+  for (const i of list) {
+    const e = L.edges[i];
+    const b = L.edges[best];
+    if ((!e.up && b.up) || (e.up === b.up && edgeValue(e, m) > edgeValue(b, m))) best = i;
+  }
+  return best;
+}

@@ -31,6 +31,7 @@ try {
   check(st.boxes === f.switches.length, `${st.boxes} switch boxes for ${f.switches.length} switches`);
   check(st.edges === inter / 2, `${st.edges} links drawn for ${inter} switch-port ends`);
   check(st.colours >= 2, `links in ${st.colours} colours`);
+  check(st.cells === 0, "no matrix for a small fabric");
   const painted = await page.evaluate(() => {
     const c = document.querySelector(".fabric-canvas");
     const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
@@ -88,6 +89,7 @@ try {
   const big1 = await page.evaluate(() => ({ ...window.__vigil.fabric }));
   const ms = [...big1.renderMs].sort((a, b) => a - b);
   check(big1.boxes === 256 && big1.edges === 238 * 18, `synthetic fabric: ${big1.boxes} switches, ${big1.edges} links, ${big.links.length} ports`);
+  check(big1.cells === 238 * 18, `and a matrix of ${big1.cells} cells (18 spines × 238 leaves)`);
   console.log(`RENDER 256 switches ${big.links.length} ports: draw median ${ms[Math.floor(ms.length / 2)]} ms (${ms.join(", ")}), page load to first paint ${firstPaint} ms`);
   await shot("fabric-256.png");
   check(errors.length === 0, `no page errors (${errors.join("; ")})`);
@@ -98,9 +100,9 @@ try {
 function synth(spines, leaves, hosts) {
   const sw = [];
   const links = [];
-  const L = (s, p, r, rp, type, u) => ({
+  const L = (s, p, r, rp, type, u, up = true) => ({
     name: `${s} p${p} → ${r} p${rp}`, switch_guid: "g-" + s, switch: s, port: String(p), remote_guid: "g-" + r.split(" ")[0], remote: r,
-    remote_port: String(rp), remote_type: type, up: u > 0.02, capacity_bytes_per_second: 12.5e9, tx_bytes_per_second: u * 12.5e9,
+    remote_port: String(rp), remote_type: type, up, capacity_bytes_per_second: 12.5e9, tx_bytes_per_second: u * 12.5e9,
     rx_bytes_per_second: u * 11e9, utilization: u, xmit_wait_per_second: u > 0.8 ? (u - 0.8) * 1e7 : 0, errors_per_second: u > 0.95 ? 3 : 0,
   });
   let seed = 7;
@@ -110,9 +112,10 @@ function synth(spines, leaves, hosts) {
     sw.push({ guid: "g-leaf" + l, name: "leaf" + l, level: "leaf", nodes: [], node_count: hosts, swept: true });
     for (let k = 1; k <= hosts; k++) links.push(L("leaf" + l, k, `cn${l}-${k} HCA-1`, 1, "ca", rnd()));
     for (let s = 1; s <= spines; s++) {
-      const u = rnd();
-      links.push(L("leaf" + l, hosts + s, "spine" + s, l, "switch", u));
-      links.push(L("spine" + s, l, "leaf" + l, hosts + s, "switch", u * 0.9));
+      const u = rnd() ** 6; // mostly quiet, a few hot
+      const up = rnd() > 0.01;
+      links.push(L("leaf" + l, hosts + s, "spine" + s, l, "switch", u, up));
+      links.push(L("spine" + s, l, "leaf" + l, hosts + s, "switch", u * 0.9, up));
     }
   }
   return { time: new Date().toISOString(), window: "1m", switches: sw, links };

@@ -3,8 +3,8 @@ import { ApiError, fabric, fabricTop, isAbort, rangeQuery, type FabricAnswer, ty
 import { makeChart } from "../chart";
 import { h, type ViewContext } from "../dom";
 import {
-  boxValue, colour, DOWN_COLOUR, drawOrder, edgeValue, endpoints, hitBox, hitEdge, layout, linkQueries, measures, parseMeasure, portKey,
-  position, scaleFor, value, type Layout, type Measure, type Scale,
+  boxValue, colour, DOWN_COLOUR, drawOrder, edgeValue, endpoints, hitBox, hitCell, hitEdge, layout, linkQueries, matrix, measures, parseMeasure, portKey,
+  position, scaleFor, value, worstEdge, type Layout, type Matrix, type Measure, type Scale,
 } from "../fabric";
 import { formatValue } from "../format";
 import { alignSeries } from "../series";
@@ -15,6 +15,7 @@ const defaultRefresh = "10s";
 // few still a rate.
 const window = "1m";
 const chartSpan = 3600e3;
+const denseEdges = 300;
 
 // fabricView: the switches as the fat tree they form, each link coloured
 // by utilization, xmit wait or errors, reloaded every ?refresh=; hover a
@@ -30,7 +31,7 @@ export function fabricView(root: HTMLElement, { route, navigate, expose, signal 
     for (const [k, v] of Object.entries(set)) if (v === null) p.delete(k); else p.set(k, v);
     navigate({ view: "fabric", params: p });
   };
-  const state = { loads: 0, renderMs: [] as number[], edges: 0, boxes: 0, down: 0, colours: 0, error: "", jobs: [] as string[], charts: 0,
+  const state = { loads: 0, renderMs: [] as number[], edges: 0, boxes: 0, down: 0, colours: 0, error: "", jobs: [] as string[], charts: 0, cells: 0,
     locateEdge: (name: string) => locate(name), selected: selLink };
   expose({ fabric: state });
 
@@ -41,7 +42,10 @@ export function fabricView(root: HTMLElement, { route, navigate, expose, signal 
   const legend = h("div.legend.fabric-legend");
   const canvas = h("canvas.fabric-canvas");
   const tip = h("div.tooltip", { hidden: true });
-  const wrap = h("div.fabric-wrap", null, canvas, tip);
+  // Past denseEdges cables the lines blur: the links also as a matrix.
+  const mcanvas = h("canvas.fabric-matrix");
+  const mtitle = h("h3.fabric-matrix-title", { hidden: true }, "Links as a matrix: a row per upper switch, a column per lower one, left to right as above");
+  const wrap = h("div.fabric-wrap", null, canvas, mtitle, mcanvas, tip);
   const worst = h("div.fabric-worst");
   const detail = h("div.fabric-detail");
   const el = h("section.view.fabric-view", null,
@@ -51,6 +55,7 @@ export function fabricView(root: HTMLElement, { route, navigate, expose, signal 
   root.append(el);
 
   let L: Layout | null = null;
+  let M: Matrix | null = null;
   let data: FabricAnswer | null = null;
   let scale: Scale = { lo: 0, hi: 1, log: false };
   const charts: uPlot[] = [];
@@ -138,8 +143,39 @@ export function fabricView(root: HTMLElement, { route, navigate, expose, signal 
         }
       }
     }
+    drawMatrix(dpr);
     state.renderMs.push(Math.round((performance.now() - t0) * 100) / 100);
     if (state.renderMs.length > 20) state.renderMs.shift();
+  };
+
+  const drawMatrix = (dpr: number) => {
+    const dense = L !== null && L.edges.length > denseEdges;
+    mtitle.hidden = mcanvas.hidden = !dense;
+    M = dense ? matrix(L!, L!.width) : null;
+    state.cells = M?.cells.size ?? 0;
+    if (!M || !L) return;
+    mcanvas.width = Math.round(M.width * dpr);
+    mcanvas.height = Math.round(M.height * dpr);
+    mcanvas.style.width = M.width + "px";
+    mcanvas.style.height = M.height + "px";
+    const g = mcanvas.getContext("2d");
+    if (!g) return;
+    g.setTransform(dpr, 0, 0, dpr, 0, 0);
+    g.fillStyle = "#0d1117";
+    g.fillRect(0, 0, M.width, M.height);
+    g.font = `${Math.min(11, M.ch)}px system-ui, sans-serif`;
+    g.textAlign = "right";
+    g.textBaseline = "middle";
+    g.fillStyle = "#c9d1d9";
+    if (M.ch >= 8) M.rows.forEach((b, r) => g.fillText(L!.boxes[b].sw.name.slice(0, 10), M!.left - 4, r * M!.ch + M!.ch / 2));
+    const gap = M.cw > 3 ? 1 : 0;
+    for (const [k, list] of M.cells) {
+      const e = L.edges[worstEdge(L, list, m)];
+      const r = Math.floor(k / M.cols.length);
+      const c = k % M.cols.length;
+      g.fillStyle = e.up ? colour(position(edgeValue(e, m), scale)) : DOWN_COLOUR;
+      g.fillRect(M.left + c * M.cw, r * M.ch, M.cw - gap, M.ch - gap);
+    }
   };
 
   const showLegend = () => {
@@ -197,6 +233,34 @@ export function fabricView(root: HTMLElement, { route, navigate, expose, signal 
     }
   });
   canvas.addEventListener("mouseleave", () => (tip.hidden = true));
+  const cellAt = (ev: MouseEvent) => {
+    if (!M || !L) return -1;
+    const r = mcanvas.getBoundingClientRect();
+    const list = hitCell(M, ev.clientX - r.left, ev.clientY - r.top);
+    return list ? worstEdge(L, list, m) : -1;
+  };
+  mcanvas.addEventListener("mousemove", (ev) => {
+    const ei = cellAt(ev);
+    if (ei < 0 || !L) {
+      tip.hidden = true;
+      mcanvas.style.cursor = "";
+      return;
+    }
+    const e = L.edges[ei];
+    mcanvas.style.cursor = "pointer";
+    tip.hidden = false;
+    tip.style.left = ev.clientX + 12 + "px";
+    tip.style.top = ev.clientY + 12 + "px";
+    tip.replaceChildren(...[e.a, e.b].filter((l): l is FabricLink => !!l).map((l) => h("div", null, `${l.name}: ${linkFigures(l)}`)));
+  });
+  mcanvas.addEventListener("mouseleave", () => (tip.hidden = true));
+  mcanvas.addEventListener("click", (ev) => {
+    const ei = cellAt(ev);
+    if (ei < 0 || !L) return;
+    const e = L.edges[ei];
+    const l = e.b && value(e.b, m) > value(e.a, m) ? e.b : e.a;
+    go({ link: portKey(l.switch_guid, l.port), switch: null });
+  });
   canvas.addEventListener("click", (ev) => {
     if (!L) return;
     const r = canvas.getBoundingClientRect();

@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { FabricAnswer, FabricLink, FabricSwitch } from "../../src/api";
-import { boxValue, drawOrder, edgeValue, endpoints, hitBox, hitEdge, layout, linkQueries, parseMeasure, position, scaleFor, value } from "../../src/fabric";
+import { boxValue, drawOrder, edgeValue, endpoints, hitBox, hitCell, hitEdge, layout, linkQueries, matrix, parseMeasure, position, scaleFor, value, worstEdge } from "../../src/fabric";
 
 function link(sw: string, port: number, remote: string, rport: number, type = "switch", extra: Partial<FabricLink> = {}): FabricLink {
   return {
@@ -147,4 +147,31 @@ test("a core row goes above the spines", () => {
   const up = L.edges.filter((e) => L.boxes[e.upper].sw.name === "core1");
   assert.equal(up.length, 2);
   assert.ok(up.every((e) => L.boxes[e.lower].sw.level === "spine" && e.b));
+});
+
+test("a dense fabric's links as a matrix: a row per spine, a column per leaf", () => {
+  const f = fatTree(18, 238, 2);
+  const L = layout(f, 1400);
+  const M = matrix(L, 1400);
+  assert.equal(M.rows.length, 18);
+  assert.equal(M.cols.length, 238);
+  assert.equal(M.cells.size, 18 * 238);
+  assert.ok(M.width <= 1400, `${M.width} px`);
+  // The cell of spine3 and leaf10 holds their one cable.
+  const r = M.rows.findIndex((b) => L.boxes[b].sw.name === "spine3");
+  const c = M.cols.findIndex((b) => L.boxes[b].sw.name === "leaf10");
+  const hit = hitCell(M, M.left + c * M.cw + 1, r * M.ch + 1)!;
+  assert.equal(hit.length, 1);
+  const e = L.edges[hit[0]];
+  assert.deepEqual([L.boxes[e.upper].sw.name, L.boxes[e.lower].sw.name], ["spine3", "leaf10"]);
+  assert.equal(hitCell(M, 5, 5), null);
+  assert.equal(hitCell(M, M.width + 5, 5), null);
+  // Two cables between one pair: the cell shows the worse.
+  const g = fatTree(1, 1, 0);
+  g.links!.push(link("leaf1", 9, "spine1", 5, "switch", { utilization: 0.9 }), link("spine1", 5, "leaf1", 9));
+  const L2 = layout(g, 600);
+  const M2 = matrix(L2, 600);
+  const both = M2.cells.get(0)!;
+  assert.equal(both.length, 2);
+  assert.equal(L2.edges[worstEdge(L2, both, "util")].a.port, "9");
 });
