@@ -32,7 +32,9 @@ export function fabricView(root: HTMLElement, { route, navigate, expose, signal 
     navigate({ view: "fabric", params: p });
   };
   const state = { loads: 0, renderMs: [] as number[], edges: 0, boxes: 0, down: 0, colours: 0, error: "", jobs: [] as string[], charts: 0, cells: 0,
-    locateEdge: (name: string) => locate(name), selected: selLink };
+    locateEdge: (name: string) => locate(name), selected: selLink,
+    // redraw repaints n times (the perf measurement: renderMs keeps the last 20).
+    redraw: (n: number) => { for (let i = 0; i < n; i++) draw(); } };
   expose({ fabric: state });
 
   const picker = h("select", { "aria-label": "colour by" }, measures.map((x) => h("option", { value: x.key }, "colour by " + x.label)));
