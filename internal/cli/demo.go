@@ -38,6 +38,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	jobSeed := fs.Uint64("job-seed", 1, "seed of the simulated jobs")
 	health := fs.Bool("health", true, "simulated nodes run health checks, a few failing now and then (--health=false: none)")
 	outages := fs.Bool("outages", true, "a few simulated nodes go silent for about 90 s now and then (--outages=false: none)")
+	fabric := fs.Bool("fabric", true, "simulated nodes sweep a simulated InfiniBand fat tree, for the Fabric view (--fabric=false: none)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -129,7 +130,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			simArgs = append(simArgs, "--replay", *replay)
 		}
 		simArgs = append(simArgs, "--jobs="+strconv.FormatBool(*jobs), "--job-seed", strconv.FormatUint(*jobSeed, 10),
-			"--health="+strconv.FormatBool(*health), "--outages="+strconv.FormatBool(*outages))
+			"--health="+strconv.FormatBool(*health), "--outages="+strconv.FormatBool(*outages), "--fabric="+strconv.FormatBool(*fabric))
 		if jobEvents {
 			simArgs = append(simArgs, "--job-events", "http://"+httpBound)
 		}

@@ -34,6 +34,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.Uint64Var(&o.JobSeed, "job-seed", 1, "seed of the simulated jobs")
 	fs.BoolVar(&o.Health, "health", true, "nodes report the health plugin's series for four checks, about 1 node in 200 failing one for a few minutes now and then (--health=false: none)")
 	fs.BoolVar(&o.Outages, "outages", true, "about 1 node in 500 goes silent for about 90 s every 10 minutes (--outages=false: none)")
+	fs.BoolVar(&o.Fabric, "fabric", false, "some nodes also sweep a simulated InfiniBand fat tree over all the nodes (18 per leaf), emitting the ibnet series the Fabric view reads")
 	fs.StringVar(&o.JobEvents, "job-events", "", "post the simulated jobs' starts and ends to this server (base URL, e.g. http://127.0.0.1:9090; the server needs --job-events)")
 	var logOpts logging.Options
 	logOpts.RegisterFlags(fs)

@@ -26,6 +26,7 @@ import (
 	"github.com/vigil-hpc/vigil/internal/alerting"
 	"github.com/vigil-hpc/vigil/internal/drain"
 	"github.com/vigil-hpc/vigil/internal/events"
+	"github.com/vigil-hpc/vigil/internal/fabric"
 	"github.com/vigil-hpc/vigil/internal/httpsec"
 	"github.com/vigil-hpc/vigil/internal/ingest"
 	"github.com/vigil-hpc/vigil/internal/jobs"
@@ -198,6 +199,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	s.stragglers = newStragglerWatch(rq, s.jobs, s.rwOut.Appendable(st).Appender, s.reg, log.With("component", "stragglers"))
 	s.jobs.Register(s.mux)
 	s.mux.Handle("GET /api/v1/jobs/{id}/report", report.Handler(s.getJob, rq))
+	fabric.New(fabric.Options{Query: s.api, Jobs: s.jobs.Index(), Registerer: s.reg, Logger: log.With("component", "fabric")}).Register(s.mux)
 	ho := cfg.drainOptions(s.reg, log)
 	ho.Events = s.events
 	if s.health, err = drain.New(ho); err != nil {

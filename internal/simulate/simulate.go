@@ -51,6 +51,9 @@ type Options struct {
 	// Seed; FaultScale scales its durations, 0: 1).
 	Health, Outages bool
 	FaultScale      float64
+	// Fabric makes some nodes sweep a simulated InfiniBand fat tree over
+	// all the nodes, emitting the ibnet plugin's series (fabric.go).
+	Fabric bool
 }
 
 // source is one virtual node's data: the model (Node) or a recording
@@ -116,6 +119,13 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 	}
+	var fab *Fabric
+	if o.Fabric {
+		var err error
+		if fab, err = NewFabric(FabricOptions{Nodes: o.Nodes, First: o.First, Seed: o.Seed, Scheduler: sched}); err != nil {
+			return err
+		}
+	}
 	var clients []*wire.Client
 	var overruns atomic.Uint64
 	// Where the latency of a tick goes before it leaves: how late it was
@@ -153,6 +163,9 @@ func Run(ctx context.Context, o Options) error {
 				n.SetFaults(faults, i)
 				grp.nodes = append(grp.nodes, n)
 			}
+			if sw := fab.sweeper(i); sw != nil {
+				grp.nodes[len(grp.nodes)-1] = fabricSource{grp.nodes[len(grp.nodes)-1], sw}
+			}
 			grp.names = append(grp.names, name)
 			grp.streams = append(grp.streams, c.NewStream(name))
 		}
@@ -179,7 +192,8 @@ func Run(ctx context.Context, o Options) error {
 	}
 	log.Info("simulating", "nodes", o.Nodes, "first", NodeName(o.First), "data", data, "series_per_node", perNode,
 		"interval", o.Interval, "connections", len(clients), "upstream", o.Upstream, "key", o.Key != nil,
-		"health", o.Health && o.Replay == nil, "flaky_nodes", flaky, "outages", o.Outages, "silent_per_10m", outages)
+		"health", o.Health && o.Replay == nil, "flaky_nodes", flaky, "outages", o.Outages, "silent_per_10m", outages,
+		"fabric_switches", fab.switches())
 	g.Go(func() error {
 		t := time.NewTicker(o.ReportEvery)
 		defer t.Stop()

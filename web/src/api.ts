@@ -306,6 +306,81 @@ export function jobReport(id: string, o: CallOptions = {}): Promise<JobReport> {
   return prom(`job ${id} report`, "jobs/" + encodeURIComponent(id) + "/report", new URLSearchParams(), o, false);
 }
 
+// --- fabric (internal/fabric, docs/fabric-view.md)
+
+export interface FabricSwitch {
+  guid: string;
+  name: string;
+  level: "leaf" | "spine" | "core" | string;
+  lid?: string;
+  nodes?: string[];
+  node_count: number;
+  swept: boolean;
+}
+
+export interface FabricLink {
+  name: string;
+  switch_guid: string;
+  switch: string;
+  port: string;
+  remote_guid: string;
+  remote: string;
+  remote_port: string;
+  remote_type: "switch" | "ca" | string;
+  host?: string;
+  rate?: string;
+  width?: string;
+  speed?: string;
+  up: boolean;
+  capacity_bytes_per_second: number;
+  tx_bytes_per_second: number;
+  rx_bytes_per_second: number;
+  utilization: number;
+  xmit_wait_per_second: number;
+  errors_per_second: number;
+}
+
+export interface FabricAnswer {
+  time: string;
+  window: string;
+  switches: FabricSwitch[] | null;
+  links: FabricLink[] | null;
+  truncated?: boolean;
+}
+
+export interface FabricJobRef {
+  id: string;
+  user?: string;
+  name?: string;
+  nodes: number;
+}
+
+export interface FabricTopLink extends FabricLink {
+  value: number;
+  nodes_below: number;
+  job_count: number;
+  jobs: FabricJobRef[] | null;
+}
+
+export interface FabricTop {
+  time: string;
+  window: string;
+  by: string;
+  job?: string;
+  links: FabricTopLink[] | null;
+  total: number;
+}
+
+// fabric reads the topology and the links' values over window.
+export function fabric(window: string, o: CallOptions = {}): Promise<FabricAnswer> {
+  return prom("fabric", "fabric", new URLSearchParams({ window }), o, false);
+}
+
+// fabricTop ranks links; params: by, limit, window, job, link (GUID/PORT).
+export function fabricTop(params: URLSearchParams, o: CallOptions = {}): Promise<FabricTop> {
+  return prom("fabric top", "fabric/top", params, o, false);
+}
+
 // --- log service (internal/logs/logsvc)
 
 export interface LogRecord {

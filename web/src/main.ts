@@ -10,6 +10,7 @@ import { treeView } from "./views/tree";
 import { logsView } from "./views/logs";
 import { jobsView } from "./views/jobs";
 import { jobView } from "./views/job";
+import { fabricView } from "./views/fabric";
 
 // State exposed for the browser tests and the perf script.
 const exposed: Record<string, unknown> = {};
@@ -23,6 +24,7 @@ const links = {
   tree: h("a", { href: "#/tree" }, "Tree"),
   logs: h("a", { href: "#/logs" }, "Logs"),
   jobs: h("a", { href: "#/jobs" }, "Jobs"),
+  fabric: h("a", { href: "#/fabric" }, "Fabric"),
 };
 const goto = h("input.goto", { type: "search", placeholder: "go to node…", "aria-label": "go to node" });
 goto.addEventListener("keydown", (e) => {
@@ -32,7 +34,7 @@ goto.addEventListener("keydown", (e) => {
   }
 });
 document.body.append(
-  h("header", null, h("span.brand", null, "Vigil"), h("nav", null, links.heatmap, links.status, links.explore, links.tree, links.logs, links.jobs), goto),
+  h("header", null, h("span.brand", null, "Vigil"), h("nav", null, links.heatmap, links.status, links.explore, links.tree, links.logs, links.jobs, links.fabric), goto),
   main,
 );
 
@@ -48,6 +50,7 @@ const views: Record<ViewName, { mount: View; title(r: Route): string }> = {
   logs: { mount: logsView, title: () => "Logs" },
   jobs: { mount: jobsView, title: () => "Jobs" },
   job: { mount: jobView, title: (r) => "Job " + (r.job ?? "") },
+  fabric: { mount: fabricView, title: () => "Fabric" },
 };
 
 let unmount: (() => void) | null = null;

@@ -1,9 +1,9 @@
 // Shareable state lives in the URL hash: #/VIEW[/NODE]?key=value&...
 // e.g. #/heatmap?m=cpu, #/node/cn00001?from=now-1h&to=now, #/explore?q=up,
 // #/logs?q=app:sshd&from=now-1h&to=now&live=1, #/jobs?user=ann&sort=cpu,
-// #/job/1234_7, #/status?kind=node_down&severity=warning
+// #/job/1234_7, #/status?kind=node_down&severity=warning, #/fabric?color=wait
 
-export type ViewName = "heatmap" | "status" | "node" | "explore" | "tree" | "logs" | "jobs" | "job";
+export type ViewName = "heatmap" | "status" | "node" | "explore" | "tree" | "logs" | "jobs" | "job" | "fabric";
 
 export interface Route {
   view: ViewName;
@@ -12,7 +12,7 @@ export interface Route {
   params: URLSearchParams;
 }
 
-const views: ViewName[] = ["heatmap", "status", "node", "explore", "tree", "logs", "jobs", "job"];
+const views: ViewName[] = ["heatmap", "status", "node", "explore", "tree", "logs", "jobs", "job", "fabric"];
 
 export function parseHash(hash: string): Route {
   const h = hash.replace(/^#\/?/, "");

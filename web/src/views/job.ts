@@ -5,6 +5,7 @@ import { formatValue } from "../format";
 import { callsOf, histogram, ioMetrics, ioShares, validIO, type JobIO } from "../appio";
 import { energySection, validEnergy } from "../energy";
 import { refreshMs, refreshPicker } from "./timepicker";
+import { jobFabric } from "./fabric";
 import { bandColumns, formatEfficiency, hasSeries, jobTimes, jobsParams, reportMetrics, runTime, stragglers } from "../jobs";
 
 const defaultRefresh = "30s";
@@ -51,12 +52,16 @@ export function jobView(root: HTMLElement, { route, navigate, expose, signal }: 
     navigate({ view: "job", job: id, params: p });
   });
   let timer = 0;
+  const fabricBox = h("div.job-fabric-links");
   const load = () => jobReport(id, { signal }).then((rep) => {
     state.loaded = true;
     state.loads++;
     charts.splice(0).forEach((c) => c.destroy());
     const live = rep.job?.state === "running" || rep.job?.state === "pending";
     render(el, rep, charts, state, live ? picker : null);
+    // The links its nodes use and their congestion (docs/fabric-view.md).
+    el.append(fabricBox);
+    jobFabric(id, fabricBox, signal);
     if (live && every > 0 && !signal.aborted) timer = window.setTimeout(load, every);
   }).catch((e: Error) => {
     if (isAbort(e)) return;

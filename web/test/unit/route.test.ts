@@ -9,6 +9,7 @@ test("hash round trip keeps view, node and params", () => {
     "#/explore?q=sum+by+%28node%29%28up%29",
     "#/tree",
     "#/node/rack%2F1%20n?from=1&to=2",
+    "#/fabric?color=wait&link=0x0002c90200100011%2F3",
   ];
   for (const h of cases) assert.equal(formatHash(parseHash(h)), h);
   const r = parseHash("#/node/rack%2F1%20n");
