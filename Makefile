@@ -24,6 +24,7 @@ build: web ## build bin/vigil, the lean node daemon bin/vigil-sampler and bin/li
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/vigil ./cmd/vigil
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/vigil-sampler ./cmd/vigil-sampler
 	$(MAKE) -C libvigilio OUT=$(CURDIR)/bin/libvigilio.so
+	$(MAKE) -C ibmad OUT=$(CURDIR)/bin/vigil-ibmad
 
 web: internal/web/dist/index.html ## build the dashboard (TypeScript) into internal/web/dist
 

@@ -15,7 +15,9 @@ import (
 	"github.com/vigil-hpc/vigil/internal/fabric"
 )
 
-func init() { fabricCommands["top"] = runFabricTop }
+func init() {
+	fabricCommands["top"] = Command{Name: "top", Summary: "the worst links now, with the jobs below them", Run: runFabricTop}
+}
 
 const fabricTopUsage = "usage: vigil fabric top [--by xmit_wait|errors|bytes] [--limit N] [--window DUR] [--job ID] [--json] [--server URL]"
 
