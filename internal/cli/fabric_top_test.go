@@ -108,7 +108,7 @@ func TestFabricTopCommand(t *testing.T) {
 		}
 	}
 	errb.Reset()
-	if err := runFabric(ctx, []string{"--help"}, &out, &errb); err != nil || !strings.Contains(errb.String(), "usage: vigil fabric SUBCOMMAND") || !strings.Contains(errb.String(), "  top ")) {
+	if err := runFabric(ctx, []string{"--help"}, &out, &errb); err != nil || !strings.Contains(errb.String(), "usage: vigil fabric SUBCOMMAND") || !strings.Contains(errb.String(), "  top ") {
 		t.Errorf("vigil fabric --help: %v, %q", err, errb.String())
 	}
 	for _, bad := range [][]string{{"top", "--by", "latency"}, {"top", "--limit", "0"}, {"top", "--window", "1ms"}, {"nosuch"}, {}} {
