@@ -59,11 +59,25 @@ func ParseJobIDFormat(format string) (JobIDFormat, error) {
 		}
 	}
 	flush()
+	codes := 0
+	for _, t := range f.toks {
+		if t.code != 0 {
+			codes++
+		}
+	}
+	// Matching backtracks over where each code ends: a bound on codes
+	// bounds its cost on a hostile job id (once per new id).
+	if codes > maxCodes {
+		return f, fmt.Errorf("jobid_format %q has %d codes, at most %d are supported", format, codes, maxCodes)
+	}
 	if js != 1 {
 		return f, fmt.Errorf("jobid_format %q must hold %%j exactly once", format)
 	}
 	return f, nil
 }
+
+// maxCodes bounds the codes of a format.
+const maxCodes = 4
 
 // maxJobIDLen bounds a job id read from job_stats (Lustre's is 32 bytes;
 // escaped by 2.15, up to four times that).
