@@ -95,6 +95,9 @@ type Report struct {
 	Details    []NodeDetail  `json:"details,omitempty"`
 	// IO is the application I/O section, when the job has appio series.
 	IO *IO `json:"io,omitempty"`
+	// Lustre is the job's I/O as the Lustre servers counted it, per file
+	// system (lustre.go), when they have job_stats of it.
+	Lustre []LustreFS `json:"lustre,omitempty"`
 }
 
 // Build computes the report of job at time now (the end of a job still
@@ -362,6 +365,9 @@ func fromStore(ctx context.Context, q Querier, r *Report, start, end time.Time) 
 		return false, err
 	}
 	r.IO = io
+	if r.Lustre, err = lustreFromStore(ctx, q, id, start, end, step); err != nil {
+		return false, err
+	}
 
 	nodes := make([]string, 0, len(per))
 	for n := range per {

@@ -124,6 +124,12 @@ func WriteText(w io.Writer, r *Report) error {
 		b.WriteString(rule)
 		writeIO(&b, r.IO)
 	}
+	if len(r.Lustre) > 0 {
+		b.WriteString("\n")
+		center("Lustre")
+		b.WriteString(rule)
+		writeLustre(&b, r.Lustre)
+	}
 	if len(s.Notes) > 0 {
 		b.WriteString("\n")
 		center("Notes")
