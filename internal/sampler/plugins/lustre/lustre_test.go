@@ -3,10 +3,12 @@ package lustre_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -282,14 +284,93 @@ func (s *syncBuf) String() string {
 	return s.b.String()
 }
 
+// BenchmarkTick: a steady-state tick on each fixture tree, beside the
+// floor of only reading the same files (kernfs, no parsing).
 func BenchmarkTick(b *testing.B) {
-	for name, format := range cases {
-		if name == "newer" {
-			continue
-		}
+	for _, name := range []string{"v2_12", "v2_15"} {
+		dir := filepath.Join("testdata", name)
 		b.Run("tree="+name, func(b *testing.B) {
-			p, _ := testutil.NewPlugin(b, "lustre", filepath.Join("testdata", name), config(format))
+			p, _ := testutil.NewPlugin(b, "lustre", dir, config(cases[name]))
 			testutil.BenchTicks(b, p)
 		})
+		b.Run("tree="+name+"/floor=read", func(b *testing.B) {
+			var files []*kernfs.File
+			filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+				if err == nil && !d.IsDir() && d.Name() != "want.txt" && d.Name() != "version" {
+					files = append(files, kernfs.NewFile(p, 4096))
+				}
+				return nil
+			})
+			b.ReportAllocs()
+			for b.Loop() {
+				for _, f := range files {
+					if _, err := f.Read(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// jobStatsTree writes an OSS whose OST's job_stats (2.15 format) holds
+// jobs entries.
+func jobStatsTree(tb testing.TB, jobs int) string {
+	tb.Helper()
+	data, err := os.ReadFile("testdata/v2_15/proc/fs/lustre/obdfilter/work-OST0001/job_stats")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s := string(data)
+	first := s[strings.Index(s, "- job_id:"):strings.Index(s, "- job_id:          slurm.2002")]
+	var out strings.Builder
+	out.WriteString("job_stats:\n")
+	for i := range jobs {
+		out.WriteString(strings.Replace(first, "slurm.2001", "slurm."+strconv.Itoa(100000+i), 1))
+	}
+	root := tb.TempDir()
+	dir := filepath.Join(root, "proc/fs/lustre/obdfilter/work-OST0001")
+	os.MkdirAll(dir, 0o755)
+	if err := os.WriteFile(filepath.Join(dir, "job_stats"), []byte(out.String()), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	return root
+}
+
+// BenchmarkJobStats: an OST's job_stats with many jobs (20 series each),
+// the cost per job reported, beside the floor of reading the file.
+func BenchmarkJobStats(b *testing.B) {
+	for _, n := range []int{100, 1000, 5000} {
+		root := jobStatsTree(b, n)
+		b.Run(fmt.Sprintf("jobs=%d", n), func(b *testing.B) {
+			cfg := config("slurm.%j")
+			cfg.MaxJobSeries = 1 << 20
+			p, _ := testutil.NewPlugin(b, "lustre", root, cfg)
+			testutil.BenchTicks(b, p)
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/job")
+		})
+		b.Run(fmt.Sprintf("jobs=%d/floor=read", n), func(b *testing.B) {
+			f := kernfs.NewFile(filepath.Join(root, "proc/fs/lustre/obdfilter/work-OST0001/job_stats"), 4096)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := f.Read(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/job")
+		})
+	}
+}
+
+// Steady state with many jobs allocates nothing either.
+func TestZeroAllocsManyJobs(t *testing.T) {
+	if testutil.RaceEnabled {
+		t.Skip("allocation counts are not meaningful under -race")
+	}
+	cfg := config("slurm.%j")
+	cfg.MaxJobSeries = 1 << 20
+	p, _ := testutil.NewPlugin(t, "lustre", jobStatsTree(t, 500), cfg)
+	if n := testutil.AllocsPerTick(t, p); n != 0 {
+		t.Errorf("allocs per tick = %v, want 0", n)
 	}
 }

@@ -354,12 +354,15 @@ func (l *Lustre) jobStats(s *source, data []byte, b *metric.Batch, budget int) i
 			li = 0
 			continue
 		}
-		key, rest, ok := kernfs.Cut(t, ':')
-		if !ok {
+		c := bytes.IndexByte(t, ':')
+		if c < 0 {
 			l.malformedLine(s, line)
 			continue
 		}
-		rest = kernfs.TrimSpace(rest)
+		key, rest := t[:c], t[c+1:]
+		for len(rest) > 0 && rest[0] == ' ' {
+			rest = rest[1:]
+		}
 		if len(rest) == 0 || rest[0] != '{' {
 			if !header(key) {
 				l.unknownField(s, key)
@@ -459,25 +462,34 @@ func jobSeries(s *source, j *job, io, op string) *series {
 }
 
 // braces reads "{ samples: N, unit: U, min: A, max: B, sum: C, sumsq: D }"
-// into samples, min, max, sum. Keys it does not know are counted and
-// skipped; a missing "}" or samples, or a bad number, is not ok.
+// into samples, min, max, sum, in one pass. Keys it does not know are
+// counted and skipped; a missing "}" or samples, or a bad number, is not
+// ok.
 func (l *Lustre) braces(s *source, b []byte) (vals [4]float64, ok bool) {
 	if len(b) < 2 || b[0] != '{' || b[len(b)-1] != '}' {
 		return vals, false
 	}
 	b = b[1 : len(b)-1]
 	seen := false
-	for len(b) > 0 {
-		var pair []byte
-		pair, b, _ = kernfs.Cut(b, ',')
-		k, v, found := kernfs.Cut(pair, ':')
-		k, v = kernfs.TrimSpace(k), kernfs.TrimSpace(v)
-		if !found {
-			if len(k) == 0 {
-				continue
-			}
+	for i := 0; ; {
+		for i < len(b) && (b[i] == ' ' || b[i] == ',' || b[i] == '\t') {
+			i++
+		}
+		if i == len(b) {
+			return vals, seen
+		}
+		j := bytes.IndexByte(b[i:], ':')
+		if j < 0 {
 			return vals, false
 		}
+		k := kernfs.TrimSpace(b[i : i+j])
+		for i += j + 1; i < len(b) && b[i] == ' '; i++ {
+		}
+		vs := i
+		for i < len(b) && b[i] != ',' && b[i] != ' ' {
+			i++
+		}
+		v := b[vs:i]
 		slot := -1
 		switch string(k) {
 		case "samples":
@@ -501,5 +513,4 @@ func (l *Lustre) braces(s *source, b []byte) (vals [4]float64, ok bool) {
 		}
 		vals[slot] = float64(n)
 	}
-	return vals, seen
 }
