@@ -220,7 +220,11 @@ func (s *Scheduler) sampleOne(ctx context.Context, m *member, now time.Time, b *
 		return
 	}
 	if errors.Is(err, ErrNotAvailable) {
-		s.log.Debug("plugin has nothing to sample", "plugin", m.inst.Name, "err", err)
+		// Checked first: the arguments would allocate every tick of a
+		// node without the plugin's hardware even with debug off.
+		if s.log.Enabled(ctx, slog.LevelDebug) {
+			s.log.Debug("plugin has nothing to sample", "plugin", m.inst.Name, "err", err)
+		}
 		return
 	}
 	m.stats.Errors.Add(1)

@@ -131,13 +131,12 @@ type source struct {
 	// job_stats: the entries by Lustre job id, their order in the last
 	// read (entries rarely move), and the op index of each line of an
 	// entry (the same for every job of a target).
-	jobs      map[string]*job
-	order     []*job
-	next      []*job
-	ops       kernfs.LineCache[int]
-	opIndex   map[string]int
-	opNames   []string
-	malformed bool // the last read had a malformed line, for the log
+	jobs    map[string]*job
+	order   []*job
+	next    []*job
+	ops     kernfs.LineCache[int]
+	opIndex map[string]int
+	opNames []string
 }
 
 type job struct {
@@ -272,13 +271,13 @@ func (l *Lustre) flushLogs() {
 // rescan lists each root's directories and opens the files that appeared.
 func (l *Lustre) rescan() error {
 	l.scan++
-	any := false
+	present := false
 	for r := range Roots {
 		if _, err := os.Stat(l.roots[r]); err == nil {
-			any = true
+			present = true
 		}
 	}
-	if !any {
+	if !present {
 		return fmt.Errorf("lustre: %w", fs.ErrNotExist)
 	}
 	for r := range Roots {
