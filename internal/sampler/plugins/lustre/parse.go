@@ -121,7 +121,7 @@ func (l *Lustre) stats(s *source, data []byte, b *metric.Batch) {
 		if n == 0 || header(f[0]) {
 			continue
 		}
-		if n < 3 || string(f[2]) != "samples" || !opName(f[0]) {
+		if n < 3 || string(f[2]) != "samples" {
 			l.unknownField(s, f[0])
 			continue
 		}
@@ -150,6 +150,10 @@ func (l *Lustre) stats(s *source, data []byte, b *metric.Batch) {
 		}
 		ser, hit := s.lines.Get(i, f[0])
 		if !hit {
+			if !opName(f[0]) {
+				l.unknownField(s, f[0])
+				continue
+			}
 			if i >= maxLines {
 				continue
 			}
@@ -374,7 +378,7 @@ func (l *Lustre) jobStats(s *source, data []byte, b *metric.Batch, budget int) i
 			continue
 		}
 		vals, ok := l.braces(s, rest)
-		if !ok || !opName(key) {
+		if !ok {
 			l.malformedLine(s, line)
 			continue
 		}
@@ -383,6 +387,10 @@ func (l *Lustre) jobStats(s *source, data []byte, b *metric.Batch, budget int) i
 		}
 		idx, hit := s.ops.Get(li, key)
 		if !hit {
+			if !opName(key) {
+				l.malformedLine(s, line)
+				continue
+			}
 			var known bool
 			if idx, known = s.opIndex[string(key)]; !known {
 				if len(s.opNames) >= maxLines {
@@ -395,9 +403,14 @@ func (l *Lustre) jobStats(s *source, data []byte, b *metric.Batch, budget int) i
 			s.ops.Put(li, key, idx)
 		}
 		li++
-		io := ioPrefix(key)
+		for len(cur.series) <= idx {
+			cur.series = append(cur.series, nil)
+		}
+		ser := cur.series[idx]
 		need := 1
-		if io != "" {
+		if ser != nil {
+			need = ser.n
+		} else if ioPrefix(key) != "" {
 			need = 4
 		}
 		if budget < need {
@@ -407,12 +420,8 @@ func (l *Lustre) jobStats(s *source, data []byte, b *metric.Batch, budget int) i
 			})
 			continue
 		}
-		for len(cur.series) <= idx {
-			cur.series = append(cur.series, nil)
-		}
-		ser := cur.series[idx]
 		if ser == nil {
-			ser = jobSeries(s, cur, io, s.opNames[idx])
+			ser = jobSeries(s, cur, ioPrefix(key), s.opNames[idx])
 			cur.series[idx] = ser
 		}
 		if l.emit(ser, &vals, b) {
