@@ -377,12 +377,7 @@ func (l *Lustre) jobStats(s *source, data []byte, b *metric.Batch, budget int) i
 			l.malformedLine(s, line)
 			continue
 		}
-		vals, ok := l.braces(s, rest)
-		if !ok {
-			l.malformedLine(s, line)
-			continue
-		}
-		if cur == nil { // an entry beyond max_jobs
+		if cur == nil { // an entry beyond max_jobs: not read
 			continue
 		}
 		idx, hit := s.ops.Get(li, key)
@@ -407,6 +402,21 @@ func (l *Lustre) jobStats(s *source, data []byte, b *metric.Batch, budget int) i
 			cur.series = append(cur.series, nil)
 		}
 		ser := cur.series[idx]
+		// A counter seen before that is only a count reads just its
+		// samples (most lines; the rest of the braces is min, max, sum and
+		// sumsq of latencies); new lines and byte counters get the full
+		// parse, which also counts unknown fields.
+		var vals [4]float64
+		ok := false
+		if ser != nil && ser.n == 1 {
+			vals[0], ok = samplesOnly(rest)
+		}
+		if !ok {
+			if vals, ok = l.braces(s, rest); !ok {
+				l.malformedLine(s, line)
+				continue
+			}
+		}
 		need := 1
 		if ser != nil {
 			need = ser.n
@@ -468,6 +478,33 @@ func jobSeries(s *source, j *job, io, op string) *series {
 	}
 	return &series{n: 1, d: [4]*metric.Desc{metric.NewDesc("lustre_job_stats_total", helpOps, metric.Counter,
 		"component", s.kind.Component, "target", s.target, "jobid", j.id, "operation", op)}}
+}
+
+// samplesOnly reads N from "{ samples: N, …}"; ok false for anything
+// else (the caller then parses the whole line).
+func samplesOnly(b []byte) (float64, bool) {
+	if len(b) < 2 || b[0] != '{' || b[len(b)-1] != '}' {
+		return 0, false
+	}
+	i := 1
+	for i < len(b) && b[i] == ' ' {
+		i++
+	}
+	const key = "samples:"
+	if len(b)-i < len(key) || string(b[i:i+len(key)]) != key {
+		return 0, false
+	}
+	for i += len(key); i < len(b) && b[i] == ' '; i++ {
+	}
+	j := i
+	for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+		j++
+	}
+	if b[j] != ',' && b[j] != ' ' && b[j] != '}' {
+		return 0, false
+	}
+	n, err := kernfs.ParseUint(b[i:j])
+	return float64(n), err == nil
 }
 
 // braces reads "{ samples: N, unit: U, min: A, max: B, sum: C, sumsq: D }"
