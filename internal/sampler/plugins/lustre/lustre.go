@@ -154,6 +154,7 @@ type Lustre struct {
 	roots   [len(Roots)]string
 	dirs    [len(Roots)][len(Kinds)]*kernfs.Dir
 	sources []*source
+	byKind  [len(Kinds)]map[string]*source // sources by target name
 	descs   map[string]*series // non-job series by name and labels
 	scan    uint64
 	tick    uint64
@@ -310,6 +311,10 @@ func (l *Lustre) rescan() error {
 				s := &source{kind: kd, ki: k, target: string(e.Name), file: kernfs.NewFile(p, 4096), seen: l.scan}
 				s.file.NonBlocking = true
 				l.sources = append(l.sources, s)
+				if l.byKind[k] == nil {
+					l.byKind[k] = map[string]*source{}
+				}
+				l.byKind[k][s.target] = s
 				l.added++
 			}
 		}
@@ -322,6 +327,7 @@ func (l *Lustre) rescan() error {
 			continue
 		}
 		s.file.Close()
+		delete(l.byKind[s.ki], s.target)
 		l.nJobs -= len(s.jobs)
 		l.gone++
 	}
@@ -331,12 +337,7 @@ func (l *Lustre) rescan() error {
 }
 
 func (l *Lustre) find(k int, name []byte) *source {
-	for _, s := range l.sources {
-		if s.ki == k && s.target == string(name) {
-			return s
-		}
-	}
-	return nil
+	return l.byKind[k][string(name)]
 }
 
 // pruneJobs forgets entries job_stats no longer lists (Lustre drops a job
