@@ -122,6 +122,7 @@ type series struct {
 type source struct {
 	kind   *Kind
 	ki     int
+	root   int // index in Roots of the directory it was found in
 	target string
 	file   *kernfs.File
 	seen   uint64 // rescan that last found it
@@ -155,7 +156,7 @@ type Lustre struct {
 	dirs    [len(Roots)][len(Kinds)]*kernfs.Dir
 	sources []*source
 	byKind  [len(Kinds)]map[string]*source // sources by target name
-	descs   map[string]*series // non-job series by name and labels
+	descs   map[string]*series             // non-job series by name and labels
 	scan    uint64
 	tick    uint64
 	every   sysattr.Rescan
@@ -296,7 +297,9 @@ func (l *Lustre) rescan() error {
 					continue
 				}
 				if s := l.find(k, e.Name); s != nil {
-					if s.seen != l.scan {
+					// Only where it was found: a target gone from /proc
+					// may keep a directory of settings in /sys.
+					if s.root == r {
 						s.seen = l.scan
 					}
 					continue
@@ -308,7 +311,7 @@ func (l *Lustre) rescan() error {
 				if st, err := os.Stat(p); err != nil || !st.Mode().IsRegular() {
 					continue
 				}
-				s := &source{kind: kd, ki: k, target: string(e.Name), file: kernfs.NewFile(p, 4096), seen: l.scan}
+				s := &source{kind: kd, ki: k, root: r, target: string(e.Name), file: kernfs.NewFile(p, 4096), seen: l.scan}
 				s.file.NonBlocking = true
 				l.sources = append(l.sources, s)
 				if l.byKind[k] == nil {

@@ -220,6 +220,10 @@ func TestTargetsComeAndGo(t *testing.T) {
 		t.Fatal(err)
 	}
 	ost := filepath.Join(root, "proc/fs/lustre/obdfilter/scratch-OST0000")
+	// the target's settings directory in /sys outlives it for a while
+	if err := os.MkdirAll(filepath.Join(root, "sys/fs/lustre/obdfilter/scratch-OST0000"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.RemoveAll(ost); err != nil {
 		t.Fatal(err)
 	}
