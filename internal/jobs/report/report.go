@@ -97,6 +97,9 @@ type Report struct {
 	IO *IO `json:"io,omitempty"`
 	// Energy is the job's energy, when its nodes have power series.
 	Energy *Energy `json:"energy,omitempty"`
+	// Lustre is the job's I/O as the Lustre servers counted it, per file
+	// system (lustre.go), when they have job_stats of it.
+	Lustre []LustreFS `json:"lustre,omitempty"`
 }
 
 // Build computes the report of job at time now (the end of a job still
@@ -365,6 +368,9 @@ func fromStore(ctx context.Context, q Querier, r *Report, start, end time.Time) 
 	}
 	r.IO = io
 	if r.Energy, err = jobEnergy(ctx, q, r, per, start, end, step); err != nil {
+		return false, err
+	}
+	if r.Lustre, err = lustreFromStore(ctx, q, id, start, end, step); err != nil {
 		return false, err
 	}
 

@@ -130,6 +130,12 @@ func WriteText(w io.Writer, r *Report) error {
 		b.WriteString(rule)
 		writeEnergy(&b, r.Energy, time.Duration(r.Elapsed))
 	}
+	if len(r.Lustre) > 0 {
+		b.WriteString("\n")
+		center("Lustre")
+		b.WriteString(rule)
+		writeLustre(&b, r.Lustre)
+	}
 	if len(s.Notes) > 0 {
 		b.WriteString("\n")
 		center("Notes")
