@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vigil-hpc/vigil/internal/appio"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -425,4 +427,12 @@ func (a *Aggregator) Gap(node string, from, to time.Time) {
 // NodeState implements wire.Handler: pass lower tiers' node states on.
 func (a *Aggregator) NodeState(node string, up bool, t time.Time) {
 	a.client.NodeState(node, up, t)
+}
+
+// IORecords implements wire.IORecordHandler: pass a child's per-file I/O
+// records on as the frame it sent (checked by the decoder, not encoded
+// again), kept until the upstream acknowledges them.
+func (a *Aggregator) IORecords(_ string, recs []appio.FileRecord, payload []byte) error {
+	a.client.RelayIORecords(payload, len(recs))
+	return nil
 }

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vigil-hpc/vigil/internal/appio"
+
 	"github.com/vigil-hpc/vigil/internal/buildinfo"
 	"github.com/vigil-hpc/vigil/internal/config"
 	"github.com/vigil-hpc/vigil/internal/httpsec/lean"
@@ -42,6 +44,9 @@ type Options struct {
 	Plugins  []string
 	Listen   string
 	Upstream []string
+	// IORecords takes the appio plugin's per-file records upstream (nil:
+	// none are shipped).
+	IORecords func(recs []appio.FileRecord)
 }
 
 // Config is the sampler's settings: the [sampler] table, then the flags
@@ -127,7 +132,7 @@ func Build(o *Options, log *slog.Logger, sink sampler.Sink) (*sampler.Scheduler,
 		cfg := o.Config.Plugins[name]
 		p := reg.New(cfg)
 		plog := log.With("plugin", name)
-		if err := p.Init(sampler.Env{FS: fs, Logger: plog, Stats: stats}); err != nil {
+		if err := p.Init(sampler.Env{FS: fs, Logger: plog, Stats: stats, IORecords: o.IORecords}); err != nil {
 			if errors.Is(err, sampler.ErrNotAvailable) {
 				plog.Debug("plugin not available on this node", "err", err)
 				continue
@@ -209,6 +214,8 @@ func New(c *Config, log *slog.Logger) (*Daemon, error) {
 			return nil, err
 		}
 		sink = up.Sink(o.Node) // one stream per scheduler group
+		node := o.Node
+		o.IORecords = func(recs []appio.FileRecord) { up.IORecords(node, recs) }
 	}
 	s, err := Build(o, log, sink)
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vigil-hpc/vigil/internal/appio"
+
 	"github.com/vigil-hpc/vigil/internal/metric"
 )
 
@@ -133,6 +135,8 @@ type Decoder struct {
 	// vals holds a tick's values while the handler runs: one for all
 	// streams, as thousands of them share a connection.
 	vals []float64
+	// ioRecs is the scratch of an IORecords frame no handler keeps.
+	ioRecs []appio.FileRecord
 	// Values counts decoded values, for throughput accounting.
 	Values uint64
 	// keyReq are relayed streams whose keyframe the handler asked for,
@@ -213,6 +217,8 @@ func (d *Decoder) Decode(typ byte, payload []byte, h Handler) error {
 		}
 		h.NodeState(string(node), up == 1, time.Unix(0, t))
 		return nil
+	case frameIORecords:
+		return d.ioRecords(payload, h)
 	case framePing:
 		return nil
 	}
