@@ -16,6 +16,8 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/vigil-hpc/vigil/internal/iorecords"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -62,9 +64,10 @@ type Server struct {
 	rw     *RemoteWrite
 	rwOut  *remotewrite.Writer // forwards ingested ticks (issue 4)
 	web    *web.Handler
-	logs   *logsvc.Service // nil unless syslog intake is configured
-	jobs   *jobs.Manager   // the job index (docs/jobs.md)
-	events *events.Store   // the event stream (docs/events.md)
+	logs   *logsvc.Service  // nil unless syslog intake is configured
+	jobs   *jobs.Manager    // the job index (docs/jobs.md)
+	events *events.Store    // the event stream (docs/events.md)
+	iorec  *iorecords.Store // per-file I/O records (docs/appio.md)
 	rules  *alerting.Manager
 	health *drain.Manager // the nodes' health checks, drain and resume (docs/drain.md)
 	// summaries writes each ended job's report figures into the index.
@@ -170,6 +173,13 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, errors.Join(err, s.Close())
 	}
 	s.mux.Handle("GET "+events.PathQuery, s.events.QueryHandler())
+	// Per-file I/O records from the tree (docs/appio.md): vigil io top.
+	s.iorec, err = iorecords.Open(iorecords.Options{Dir: filepath.Join(cfg.Data, "iorecords"), Retention: cfg.IORetention.D(),
+		MaxBytes: cfg.IORetentionSize, Registerer: s.reg, Logger: log.With("component", "iorecords")})
+	if err != nil {
+		return nil, errors.Join(err, s.Close())
+	}
+	s.mux.Handle("GET "+iorecords.PathTop, s.iorec.Handler(iorecords.Limits{Concurrent: cfg.QueryMaxConcurrent, Timeout: cfg.QueryTimeout.D()}))
 	s.mux.Handle("GET "+events.PathStream, s.endOnStop(s.events.StreamHandler()))
 	// Rules (docs/alerting.md): always on, so /api/v1/rules answers.
 	s.rules, err = alerting.New(alerting.Options{Files: list(cfg.Rules), Interval: cfg.RuleInterval.D(), Query: s.api.RuleInstant,
@@ -335,6 +345,7 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 	g.Go(func() error { s.summaries.run(gctx); return nil })
 	g.Go(func() error { s.stragglers.run(gctx); return nil })
 	g.Go(func() error { s.health.Run(gctx); return nil })
+	g.Go(func() error { s.iorec.RetainEvery(gctx, time.Minute); return nil })
 	if len(s.cfg.remoteWrite()) > 0 {
 		// Remote write out sends what the tree and remote write in stored.
 		g.Go(func() error { return s.rwOut.Run(gctx) })
@@ -351,7 +362,7 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 		g.Go(func() error {
 			opts := wire.ServerOptions{Key: s.key, Name: "server", Log: s.log, Metrics: wiremetrics.New(s.reg)}
 			s.cfg.WireLimits.Apply(&opts)
-			return wire.Serve(gctx, streamLn, opts, h)
+			return wire.Serve(gctx, streamLn, opts, s.iorec.Tap(h))
 		})
 	}
 	err := g.Wait()
@@ -373,6 +384,9 @@ func (s *Server) Close() error {
 	}
 	if s.jobs != nil {
 		errs = append(errs, s.jobs.Close())
+	}
+	if s.iorec != nil {
+		errs = append(errs, s.iorec.Close())
 	}
 	if s.events != nil { // after its producers
 		errs = append(errs, s.events.Close())
