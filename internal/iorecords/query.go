@@ -267,36 +267,51 @@ func scan(ctx context.Context, v view, r *rawRecord, buf *[]byte, f func(*rawRec
 	return nil
 }
 
-// readAt reads the records at v's offsets (one job's), coalescing the
-// reads of neighbouring records.
+// readAt reads the records at v's offsets (one job's), one read for each
+// run of records close together.
 func readAt(ctx context.Context, v view, r *rawRecord, buf *[]byte, f func(*rawRecord) error) error {
 	b := *buf
 	for i := 0; i < len(v.offs); {
-		if i%4096 == 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		// Read from this record through the last one within 1 MiB, and
+		// a little past it (a record is usually under 512 bytes; a longer
+		// one is read again on its own).
+		base := int64(v.offs[i])
+		j := i + 1
+		for j < len(v.offs) && int64(v.offs[j])-base < int64(cap(b))-maxRecordBytes-storedHead {
+			j++
+		}
+		lim := min(int64(v.offs[j-1])+512, v.size)
+		if lim-base > int64(cap(b)) {
+			b = make([]byte, lim-base)
+		}
+		b = b[:lim-base]
+		n, err := v.sg.f.ReadAt(b, base)
+		if n < len(b) {
+			return fmt.Errorf("read io records %s at %d: %w", v.sg.path, base, err)
+		}
+		start := i
+		for i < j {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-		}
-		// Read from this record to as far as 1 MiB reaches, and parse
-		// every wanted record inside.
-		base := int64(v.offs[i])
-		lim := min(base+int64(cap(b)), v.size)
-		b = b[:lim-base]
-		n, err := v.sg.f.ReadAt(b, base)
-		if n == 0 && err != nil {
-			return fmt.Errorf("read io records: %w", err)
-		}
-		b = b[:n]
-		start := i
-		for i < len(v.offs) && int64(v.offs[i])-base < int64(len(b)) {
-			k, err := parseStored(b[int64(v.offs[i])-base:], r)
+			off := int64(v.offs[i]) - base
+			_, err := parseStored(b[off:], r)
 			if err != nil {
 				if i > start {
 					break // cut by the read: read again from it
 				}
-				return fmt.Errorf("io records %s at %d: %w", v.sg.path, v.offs[i], err)
+				// The first record is longer than read: read it whole.
+				one := make([]byte, min(int64(maxRecordBytes+storedHead), v.size-base))
+				if n, rerr := v.sg.f.ReadAt(one, base); n < len(one) {
+					return fmt.Errorf("read io records %s at %d: %w", v.sg.path, base, rerr)
+				}
+				if _, err := parseStored(one, r); err != nil {
+					return fmt.Errorf("io records %s at %d: %w", v.sg.path, v.offs[i], err)
+				}
 			}
-			_ = k
 			if err := f(r); err != nil {
 				return err
 			}
