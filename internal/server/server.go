@@ -192,7 +192,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	s.rules.Register(s.mux)
 	s.mux.HandleFunc("POST /-/reload", s.reload)
-	rq := report.APIQuerier{API: s.api}
+	rq := report.APIQuerier{API: s.api, Files: s.jobFiles}
 	if s.rollup != nil {
 		rq.Watermark = s.rollup.Watermark
 	}
