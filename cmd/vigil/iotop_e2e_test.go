@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -131,4 +132,100 @@ func findFile(top *iorecords.TopJSON, path string) *iorecords.FileJSON {
 		}
 	}
 	return nil
+}
+
+// ioWriter writes 1 KiB every millisecond for the given seconds.
+const ioWriter = `import os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+end = time.time() + float(sys.argv[2])
+b = b"x" * 1024
+while time.time() < end:
+    os.write(fd, b)
+    time.sleep(0.001)
+os.close(fd)
+`
+
+// TestE2EIOTopLatency measures how long after an interval ends its record
+// is listed at the server (GET /api/v1/io/top, as vigil io top asks),
+// for a program writing steadily under libvigilio, directly and through
+// an aggregator. The goal is 2 s; the test fails beyond 5 s (a shared
+// machine), and logs the figures for docs/benchmarks.md.
+func TestE2EIOTopLatency(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	lib := libvigilio(t)
+	py := findPython(t)
+	for _, via := range []string{"direct", "aggregator"} {
+		t.Run(via, func(t *testing.T) {
+			dir := t.TempDir()
+			httpAddr, wireAddr := freePort(t), freePort(t)
+			start(t, "server", "server", "--http", httpAddr, "--listen", wireAddr, "--data", filepath.Join(dir, "data"),
+				"--interval", "1s", "--disable-rollups")
+			upstream := wireAddr
+			if via == "aggregator" {
+				upstream = startAggregator(t, "agg", wireAddr).listen
+			}
+			sock := filepath.Join(dir, "appio.sock")
+			cfg := filepath.Join(dir, "vigil.toml")
+			if err := os.WriteFile(cfg, []byte(fmt.Sprintf("[plugins.appio]\nsocket = %q\n", sock)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			start(t, "sampler", "sampler", "--config", cfg, "--root", "/", "--upstream", upstream,
+				"--listen", freePort(t), "--node", "iotest", "--interval", "1s")
+			waitFor(t, 15*time.Second, "the appio socket", func() bool { _, err := os.Stat(sock); return err == nil })
+			script := filepath.Join(dir, "w.py")
+			if err := os.WriteFile(script, []byte(ioWriter), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(dir, "x")
+			w := exec.Command(py, script, out, "6.5")
+			w.Env = append(os.Environ(), "LD_PRELOAD="+lib, "VIGIL_APPIO_SOCKET="+sock)
+			if err := w.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- w.Wait() }()
+			var lat []time.Duration
+			var last time.Time
+			url := "http://" + httpAddr + iorecords.PathTop + "?since=1m&limit=5"
+		poll:
+			for {
+				select {
+				case err := <-done:
+					if err != nil {
+						t.Fatalf("writer: %v", err)
+					}
+					break poll
+				default:
+				}
+				body, err := scrape(url)
+				now := time.Now()
+				if err == nil {
+					var resp struct{ Data iorecords.TopJSON }
+					if json.Unmarshal([]byte(body), &resp) == nil {
+						if f := findFile(&resp.Data, out); f != nil && f.Last.After(last) {
+							// A whole interval's end is on a second; the
+							// first and the partial last at exit are not.
+							if !last.IsZero() && f.Last.Nanosecond() == 0 {
+								lat = append(lat, now.Sub(f.Last))
+							}
+							last = f.Last
+						}
+					}
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if len(lat) < 3 {
+				t.Fatalf("only %d intervals seen: %v", len(lat), lat)
+			}
+			slices.Sort(lat)
+			med, worst := lat[len(lat)/2], lat[len(lat)-1]
+			t.Logf("%s: interval end to listed at the server: median %v, max %v over %d intervals (goal ≤ 2 s)", via,
+				med.Round(time.Millisecond), worst.Round(time.Millisecond), len(lat))
+			if worst > 5*time.Second {
+				t.Errorf("an interval took %v to be listed", worst)
+			}
+		})
+	}
 }
