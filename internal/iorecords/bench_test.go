@@ -41,7 +41,7 @@ func benchBatch(i int, dst []appio.FileRecord) []appio.FileRecord {
 // interval); against the floor of writing the same bytes with WriteAt.
 func BenchmarkAppend(b *testing.B) {
 	b.Run("store", func(b *testing.B) {
-		s, err := Open(Options{Dir: b.TempDir()})
+		s, err := Open(Options{Dir: b.TempDir(), now: func() time.Time { return t0.Add(time.Hour) }})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -106,7 +106,8 @@ func BenchmarkTop(b *testing.B) {
 			b.Fatal(err)
 		}
 		topDir = dir
-		s, err := Open(Options{Dir: dir, now: func() time.Time { return t0 }})
+		last := t0.Add(time.Duration(topN/10000) * time.Second)
+		s, err := Open(Options{Dir: dir, now: func() time.Time { return last }})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -22,6 +22,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vigil-hpc/vigil/internal/logging"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vigil-hpc/vigil/internal/appio"
@@ -70,9 +72,17 @@ type Store struct {
 	closed bool
 	buf    []byte // Append's encoding scratch
 
-	appended, refused, removed prometheus.Counter
-	recordsG, bytesG           prometheus.GaugeFunc
+	appended, refused, removed, outOfRange prometheus.Counter
+	recordsG, bytesG                       prometheus.GaugeFunc
+	// warned logs a failed write or out-of-range records once per kind
+	// (under mu).
+	warned logging.OnChange
 }
+
+// maxAhead bounds how far ahead of the server's clock a record may end
+// (as the store's max_future): a wrong clock must not start segments that
+// retention by age never reaches.
+const maxAhead = 10 * time.Minute
 
 // segment is one file of records in arrival order, indexed by job.
 type segment struct {
@@ -154,6 +164,7 @@ func (s *Store) metrics() {
 	s.appended = f("vigil_iorecords_appended_total", "Per-file I/O records stored.")
 	s.refused = f("vigil_iorecords_refused_total", "Per-file I/O records not stored: the write failed (the sender sends them again).")
 	s.removed = f("vigil_iorecords_segments_removed_total", "Segments of per-file I/O records removed by retention (age or size).")
+	s.outOfRange = f("vigil_iorecords_out_of_range_total", "Per-file I/O records dropped: ending more than 10 minutes ahead of the server's clock, or older than the retention.")
 	s.bytesG = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "vigil_iorecords_bytes", Help: "Bytes of per-file I/O records on disk."},
 		func() float64 { s.mu.RLock(); defer s.mu.RUnlock(); return float64(s.bytes) })
 	s.recordsG = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "vigil_iorecords_records", Help: "Per-file I/O records kept."},
@@ -167,7 +178,7 @@ func (s *Store) metrics() {
 			return float64(n)
 		})
 	if r := s.o.Registerer; r != nil {
-		for _, c := range []prometheus.Collector{s.appended, s.refused, s.removed, s.bytesG, s.recordsG} {
+		for _, c := range []prometheus.Collector{s.appended, s.refused, s.removed, s.outOfRange, s.bytesG, s.recordsG} {
 			_ = r.Register(c)
 		}
 	}
@@ -247,6 +258,29 @@ func (s *Store) Append(recs []appio.FileRecord) error {
 	if s.closed {
 		return errors.New("io record store closed")
 	}
+	// Records out of the kept range go, counted (the sender's clock).
+	now := s.o.now()
+	lo, hi := now.Add(-s.o.Retention).UnixNano(), now.Add(maxAhead).UnixNano()
+	bad := 0
+	for i := range recs {
+		if recs[i].End > hi || recs[i].End < lo {
+			bad++
+		}
+	}
+	if bad > 0 {
+		kept := make([]appio.FileRecord, 0, len(recs)-bad)
+		for i := range recs {
+			if recs[i].End <= hi && recs[i].End >= lo {
+				kept = append(kept, recs[i])
+			}
+		}
+		s.outOfRange.Add(float64(bad))
+		s.warned.Warn(s.log, "dropping io records out of range (a node's clock?)",
+			fmt.Errorf("%d records from %s ending outside %s..%s", bad, recs[0].Node, time.Unix(0, lo).UTC().Format(time.RFC3339), time.Unix(0, hi).UTC().Format(time.RFC3339)))
+		if recs = kept; len(recs) == 0 {
+			return nil
+		}
+	}
 	sg, err := s.current(recs[0].Start)
 	if err != nil {
 		s.refused.Add(float64(len(recs)))
@@ -264,7 +298,9 @@ func (s *Store) Append(recs []appio.FileRecord) error {
 	s.buf = buf
 	if _, err := sg.f.WriteAt(buf, sg.size); err != nil {
 		s.refused.Add(float64(len(recs)))
-		return fmt.Errorf("write io records: %w", err)
+		err = fmt.Errorf("write io records: %w", err)
+		s.warned.Warn(s.log, "cannot store io records; the senders send them again", err)
+		return err
 	}
 	for i, off := range offs {
 		sg.index(off, recs[i].Start, recs[i].End, []byte(recs[i].JobID))
@@ -500,19 +536,6 @@ func parseStored(b []byte, r *rawRecord) (int, error) {
 		return 0, fmt.Errorf("%w: body", errCorrupt)
 	}
 	return storedHead + n, nil
-}
-
-// decodeStored decodes a stored record into r, copying its strings.
-func decodeStored(b []byte, r *appio.FileRecord) (int, error) {
-	var raw rawRecord
-	n, err := parseStored(b, &raw)
-	if err != nil {
-		return 0, err
-	}
-	*r = appio.FileRecord{Start: raw.start, End: raw.end, Node: string(raw.node), JobID: string(raw.job),
-		PID: raw.pid, UID: raw.uid, Rank: raw.rank, Exe: string(raw.exe), Path: string(raw.path),
-		MountPoint: string(raw.mount), FSType: string(raw.fstyp), Counters: raw.c}
-	return n, nil
 }
 
 // RetainEvery applies the retention every interval until ctx ends, so

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/vigil-hpc/vigil/internal/appio"
 )
 
@@ -221,4 +223,23 @@ func FuzzParseStored(f *testing.F) {
 			t.Fatalf("size %d of %d bytes", n, len(b))
 		}
 	})
+}
+
+// Records ending over 10 minutes ahead of the server's clock or older
+// than the retention are dropped and counted; the others of the batch kept.
+func TestOutOfRange(t *testing.T) {
+	now := t0.Add(time.Hour)
+	s := open(t, t.TempDir(), Options{Retention: 2 * time.Hour, now: func() time.Time { return now }})
+	recs := []appio.FileRecord{rec("1", "cn1", "/ok", 60, 1), rec("1", "cn1", "/future", 3600+11*60, 1),
+		rec("1", "cn1", "/old", -3*3600, 1), rec("1", "cn1", "/soon", 3600+5*60, 1)}
+	if err := s.Append(recs); err != nil {
+		t.Fatal(err)
+	}
+	r := top(t, s, Query{Start: t0.Add(-5 * time.Hour), End: t0.Add(5 * time.Hour)})
+	if r.Records != 2 || len(s.segs) != 1 {
+		t.Fatalf("%d records kept in %d segments: %+v", r.Records, len(s.segs), r.Files)
+	}
+	if got := testutil.ToFloat64(s.outOfRange); got != 2 {
+		t.Errorf("out of range counted %v, want 2", got)
+	}
 }
