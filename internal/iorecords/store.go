@@ -115,6 +115,8 @@ func Open(o Options) (*Store, error) {
 	if o.SegmentBytes <= 0 {
 		o.SegmentBytes = DefaultSegmentBytes
 	}
+	// Offsets in the index are 32 bits: a segment stays well below 4 GiB.
+	o.SegmentBytes = min(o.SegmentBytes, 1<<30)
 	if o.SegmentSpan <= 0 {
 		o.SegmentSpan = DefaultSegmentSpan
 	}
