@@ -62,7 +62,7 @@ func TestE2EIOTop(t *testing.T) {
 		t.Run(via, func(t *testing.T) {
 			dir := t.TempDir()
 			httpAddr, wireAddr := freePort(t), freePort(t)
-			start(t, "server", "server", "--http", httpAddr, "--listen", wireAddr, "--data", filepath.Join(dir, "data"),
+			srv := start(t, "server", "server", "--http", httpAddr, "--listen", wireAddr, "--data", filepath.Join(dir, "data"),
 				"--interval", "1s", "--disable-rollups")
 			upstream := wireAddr
 			if via == "aggregator" {
@@ -121,6 +121,20 @@ func TestE2EIOTop(t *testing.T) {
 			if !strings.Contains(stdout, out) || !strings.Contains(stdout, "97.7 MiB") {
 				t.Errorf("table:\n%s", stdout)
 			}
+
+			// The record survives the server's kill -9 and restart.
+			srv.kill9()
+			start(t, "server2", "server", "--http", httpAddr, "--listen", wireAddr, "--data", filepath.Join(dir, "data"),
+				"--interval", "1s", "--disable-rollups")
+			waitFor(t, 15*time.Second, "the restarted server to list the file", func() bool {
+				stdout, _, code := run(t, "io", "top", "--since", "1m", "--json", "--server", "http://"+httpAddr)
+				var again iorecords.TopJSON
+				if code != 0 || json.Unmarshal([]byte(stdout), &again) != nil {
+					return false
+				}
+				g := findFile(&again, out)
+				return g != nil && g.BytesWritten == 102_400_000 && g.Writes == 100_000
+			})
 		})
 	}
 }
