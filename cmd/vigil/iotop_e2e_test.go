@@ -126,15 +126,18 @@ func TestE2EIOTop(t *testing.T) {
 			srv.kill9()
 			start(t, "server2", "server", "--http", httpAddr, "--listen", wireAddr, "--data", filepath.Join(dir, "data"),
 				"--interval", "1s", "--disable-rollups")
-			waitFor(t, 15*time.Second, "the restarted server to list the file", func() bool {
-				stdout, _, code := run(t, "io", "top", "--since", "1m", "--json", "--server", "http://"+httpAddr)
+			for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				stdout, stderr, code := run(t, "io", "top", "--since", "1m", "--json", "--server", "http://"+httpAddr)
 				var again iorecords.TopJSON
-				if code != 0 || json.Unmarshal([]byte(stdout), &again) != nil {
-					return false
+				if code == 0 && json.Unmarshal([]byte(stdout), &again) == nil {
+					if g := findFile(&again, out); g != nil && g.BytesWritten == 102_400_000 && g.Writes == 100_000 {
+						break
+					}
 				}
-				g := findFile(&again, out)
-				return g != nil && g.BytesWritten == 102_400_000 && g.Writes == 100_000
-			})
+				if time.Now().After(deadline) {
+					t.Fatalf("the restarted server does not list %s with its bytes; last answer: exit %d: %s%s", out, code, stdout, stderr)
+				}
+			}
 		})
 	}
 }

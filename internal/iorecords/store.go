@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"hash/maphash"
 	"io"
 	"log/slog"
 	"os"
@@ -35,6 +36,10 @@ const (
 	DefaultMaxBytes     = 8 << 30
 	DefaultSegmentBytes = 64 << 20
 	DefaultSegmentSpan  = time.Hour
+	// DefaultDedup covers 10 s of 100,000 records a second: resends come
+	// within a second or two of the first copy (the acknowledgement
+	// interval per tree level), or after a restart, from the tail.
+	DefaultDedup = 1 << 20
 )
 
 // maxRecordBytes bounds one stored record (four strings of at most 4 KiB
@@ -54,9 +59,13 @@ type Options struct {
 	// or span of record times, so retention drops small pieces.
 	SegmentBytes int64
 	SegmentSpan  time.Duration
-	Registerer   prometheus.Registerer // nil: not registered
-	Logger       *slog.Logger
-	now          func() time.Time // tests
+	// Dedup is how many of the latest records are remembered (by a
+	// 64-bit hash, about 40 bytes each) to drop a resent frame's records;
+	// 0: DefaultDedup.
+	Dedup      int
+	Registerer prometheus.Registerer // nil: not registered
+	Logger     *slog.Logger
+	now        func() time.Time // tests
 }
 
 // Store keeps per-file I/O records on disk. Append and queries may run
@@ -72,8 +81,13 @@ type Store struct {
 	closed bool
 	buf    []byte // Append's encoding scratch
 
-	appended, refused, removed, outOfRange prometheus.Counter
-	recordsG, bytesG                       prometheus.GaugeFunc
+	// seen holds the hashes (seeded per process) of the latest records
+	// stored, to recognise a frame sent again.
+	seed maphash.Seed
+	seen dedup
+
+	appended, refused, removed, outOfRange, duplicates prometheus.Counter
+	recordsG, bytesG                                   prometheus.GaugeFunc
 	// warned logs a failed write or out-of-range records once per kind
 	// (under mu).
 	warned logging.OnChange
@@ -129,7 +143,7 @@ func Open(o Options) (*Store, error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create io record directory: %w", err)
 	}
-	s := &Store{o: o, log: o.Logger}
+	s := &Store{o: o, log: o.Logger, seed: maphash.MakeSeed(), seen: newDedup(o.Dedup)}
 	names, err := filepath.Glob(filepath.Join(o.Dir, "*.iorec"))
 	if err != nil {
 		return nil, err
@@ -166,6 +180,7 @@ func (s *Store) metrics() {
 	s.appended = f("vigil_iorecords_appended_total", "Per-file I/O records stored.")
 	s.refused = f("vigil_iorecords_refused_total", "Per-file I/O records not stored: the write failed (the sender sends them again).")
 	s.removed = f("vigil_iorecords_segments_removed_total", "Segments of per-file I/O records removed by retention (age or size).")
+	s.duplicates = f("vigil_iorecords_duplicates_total", "Per-file I/O records received again (a frame resent after a lost acknowledgement) and not stored twice.")
 	s.outOfRange = f("vigil_iorecords_out_of_range_total", "Per-file I/O records dropped: ending more than 10 minutes ahead of the server's clock, or older than the retention.")
 	s.bytesG = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "vigil_iorecords_bytes", Help: "Bytes of per-file I/O records on disk."},
 		func() float64 { s.mu.RLock(); defer s.mu.RUnlock(); return float64(s.bytes) })
@@ -180,7 +195,7 @@ func (s *Store) metrics() {
 			return float64(n)
 		})
 	if r := s.o.Registerer; r != nil {
-		for _, c := range []prometheus.Collector{s.appended, s.refused, s.removed, s.outOfRange, s.bytesG, s.recordsG} {
+		for _, c := range []prometheus.Collector{s.appended, s.refused, s.removed, s.outOfRange, s.duplicates, s.bytesG, s.recordsG} {
 			_ = r.Register(c)
 		}
 	}
@@ -226,6 +241,7 @@ func (s *Store) load(seq uint64, last bool) (*segment, error) {
 			break
 		}
 		sg.index(uint32(off), r.start, r.end, r.job)
+		s.seen.add(maphash.Bytes(s.seed, data[off+storedHead:off+n]))
 		off += n
 	}
 	sg.size = int64(off)
@@ -288,34 +304,56 @@ func (s *Store) Append(recs []appio.FileRecord) error {
 		s.refused.Add(float64(len(recs)))
 		return err
 	}
+	// A frame the sender did not see acknowledged (the connection or this
+	// server went down first) comes again: its records are recognised by
+	// their content among the latest stored and not stored twice.
 	buf := s.buf[:0]
 	offs := make([]uint32, 0, len(recs))
+	idx := make([]int, 0, len(recs))
+	hashes := make([]uint64, 0, len(recs))
+	var batch map[uint64]struct{}
+	if len(recs) > 16 {
+		batch = make(map[uint64]struct{}, len(recs))
+	}
+	dups := 0
 	for i := range recs {
-		if int64(len(buf))+sg.size >= 1<<32-maxRecordBytes {
-			break // offsets are 32 bits; the rest go to the next segment
-		}
-		offs = append(offs, uint32(sg.size+int64(len(buf))))
+		at := len(buf)
 		buf = appendStored(buf, &recs[i])
+		h := maphash.Bytes(s.seed, buf[at+storedHead:])
+		_, inBatch := batch[h]
+		if s.seen.has(h) || inBatch || batch == nil && slices.Contains(hashes, h) {
+			buf = buf[:at]
+			dups++
+			continue
+		}
+		if batch != nil {
+			batch[h] = struct{}{}
+		}
+		offs = append(offs, uint32(sg.size+int64(at)))
+		idx = append(idx, i)
+		hashes = append(hashes, h)
 	}
 	s.buf = buf
+	if dups > 0 {
+		s.duplicates.Add(float64(dups))
+	}
+	if len(buf) == 0 {
+		return nil
+	}
 	if _, err := sg.f.WriteAt(buf, sg.size); err != nil {
 		s.refused.Add(float64(len(recs)))
 		err = fmt.Errorf("write io records: %w", err)
 		s.warned.Warn(s.log, "cannot store io records; the senders send them again", err)
 		return err
 	}
-	for i, off := range offs {
-		sg.index(off, recs[i].Start, recs[i].End, []byte(recs[i].JobID))
+	for k, off := range offs {
+		r := &recs[idx[k]]
+		sg.index(off, r.Start, r.End, []byte(r.JobID))
+		s.seen.add(hashes[k])
 	}
 	sg.size += int64(len(buf))
 	s.bytes += int64(len(buf))
 	s.appended.Add(float64(len(offs)))
-	if len(offs) < len(recs) {
-		s.mu.Unlock()
-		err := s.Append(recs[len(offs):])
-		s.mu.Lock()
-		return err
-	}
 	if len(buf) > 1<<20 {
 		s.buf = nil // a one-off big batch
 	}
@@ -552,5 +590,37 @@ func (s *Store) RetainEvery(ctx context.Context, every time.Duration) {
 		case <-t.C:
 			s.Retain()
 		}
+	}
+}
+
+// dedup remembers the hashes of the latest n records: a ring for their
+// order and a set to look them up.
+type dedup struct {
+	seen map[uint64]struct{}
+	ring []uint64
+	next int
+	full bool
+}
+
+func newDedup(n int) dedup {
+	if n <= 0 {
+		n = DefaultDedup
+	}
+	return dedup{seen: make(map[uint64]struct{}), ring: make([]uint64, n)}
+}
+
+func (d *dedup) has(h uint64) bool {
+	_, ok := d.seen[h]
+	return ok
+}
+
+func (d *dedup) add(h uint64) {
+	if d.full {
+		delete(d.seen, d.ring[d.next])
+	}
+	d.ring[d.next] = h
+	d.seen[h] = struct{}{}
+	if d.next++; d.next == len(d.ring) {
+		d.next, d.full = 0, true
 	}
 }

@@ -243,3 +243,43 @@ func TestOutOfRange(t *testing.T) {
 		t.Errorf("out of range counted %v, want 2", got)
 	}
 }
+
+// A frame sent again (its acknowledgement lost) is not stored twice, also
+// after a restart; a record that differs in anything is.
+func TestResentNotDuplicated(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, Options{Dedup: 100})
+	batch := []appio.FileRecord{rec("1", "cn1", "/a", 1, 1024), rec("1", "cn1", "/b", 1, 2048)}
+	for range 2 {
+		if err := s.Append(batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := top(t, s, Query{}); r.Records != 2 {
+		t.Fatalf("%d records after a resend, want 2", r.Records)
+	}
+	s.Close()
+	s = open(t, dir, Options{Dedup: 100})
+	other := rec("1", "cn2", "/a", 1, 1024) // another node: a record of its own
+	if err := s.Append(append(batch, other, other)); err != nil {
+		t.Fatal(err)
+	}
+	if r := top(t, s, Query{}); r.Records != 3 || r.Files[0].Counters[appio.BytesWritten] != 2048 {
+		t.Fatalf("after a restart and a resend: %d records, %+v", r.Records, r.Files)
+	}
+	if got := testutil.ToFloat64(s.duplicates); got != 3 {
+		t.Errorf("duplicates counted %v, want 3", got)
+	}
+	// Beyond the remembered records, a resend is stored again (the bound).
+	for i := range 200 {
+		if err := s.Append([]appio.FileRecord{rec("2", "cn1", fmt.Sprint("/f", i), 2, 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Append(batch[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if r := top(t, s, Query{Job: "1", HasJob: true}); r.Records != 4 {
+		t.Errorf("%d records of job 1, want 4 (the old one stored again)", r.Records)
+	}
+}
