@@ -140,6 +140,17 @@ func BenchmarkTop(b *testing.B) {
 	run("all_files", Query{Start: t0, End: end, By: ByBytes, Limit: 20})
 	run("one_job", Query{Start: t0, End: end, Job: "1042", HasJob: true, By: ByBytes, Limit: 20})
 	run("one_job_last_minute", Query{Start: end.Add(-time.Minute), End: end, Job: "1042", HasJob: true, By: ByTime, Limit: 20})
+	b.Run("reopen", func(b *testing.B) {
+		// What a restart costs: reading every segment to rebuild the
+		// index and the resend filter.
+		for range b.N {
+			s2, err := Open(Options{Dir: topDir, now: s.o.now})
+			if err != nil {
+				b.Fatal(err)
+			}
+			s2.Close()
+		}
+	})
 	b.Run("floor_read", func(b *testing.B) {
 		buf := make([]byte, 1<<20)
 		for range b.N {
