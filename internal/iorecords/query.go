@@ -1,10 +1,12 @@
 package iorecords
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/vigil-hpc/vigil/internal/appio"
@@ -127,15 +129,8 @@ func (t *Totals) add(r *rawRecord) {
 // files are left out of the file list (their jobs still count them).
 const maxEntries = 1 << 20
 
-// Top sums the records of q's window by file (job, node, path) and by job
-// and returns each ranked by q.By, the largest first, at most q.Limit.
-func (s *Store) Top(ctx context.Context, q Query) (*Result, error) {
-	if q.By == "" {
-		q.By = ByBytes
-	}
-	if q.Limit <= 0 {
-		q.Limit = 20
-	}
+// sum adds up the records of q's window by file and by job, unranked.
+func (s *Store) sum(ctx context.Context, q Query) (*Result, error) {
 	start, end := q.Start.UnixNano(), q.End.UnixNano()
 	vs := s.acquire(start, end, q.Job, q.HasJob)
 	defer s.release(vs)
@@ -202,28 +197,52 @@ func (s *Store) Top(ctx context.Context, q Query) (*Result, error) {
 	for _, j := range jobs {
 		res.Jobs = append(res.Jobs, *j)
 	}
-	rank := func(a, b *Totals, ka, kb string) int {
-		if va, vb := a.Value(q.By), b.Value(q.By); va != vb {
-			if va > vb {
-				return -1
-			}
-			return 1
-		}
-		if ka < kb {
-			return -1
-		}
-		if ka > kb {
-			return 1
-		}
-		return 0
+	return res, nil
+}
+
+// Top sums the records of q's window by file (job, node, path) and by job
+// and returns each ranked by q.By, the largest first, at most q.Limit.
+func (s *Store) Top(ctx context.Context, q Query) (*Result, error) {
+	if q.By == "" {
+		q.By = ByBytes
 	}
-	slices.SortFunc(res.Files, func(a, b File) int {
-		return rank(&a.Totals, &b.Totals, a.Job+"\x00"+a.Node+"\x00"+a.Path, b.Job+"\x00"+b.Node+"\x00"+b.Path)
+	if q.Limit <= 0 {
+		q.Limit = 20
+	}
+	res, err := s.sum(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	res.Files = RankFiles(res.Files, q.By, q.Limit)
+	slices.SortFunc(res.Jobs, func(a, b Job) int {
+		return cmp.Or(cmp.Compare(b.Value(q.By), a.Value(q.By)), strings.Compare(a.Job, b.Job))
 	})
-	slices.SortFunc(res.Jobs, func(a, b Job) int { return rank(&a.Totals, &b.Totals, a.Job, b.Job) })
-	res.Files = res.Files[:min(len(res.Files), q.Limit)]
 	res.Jobs = res.Jobs[:min(len(res.Jobs), q.Limit)]
 	return res, nil
+}
+
+// JobFiles sums one job's records over start..end once and ranks its
+// files by each measure, at most limit each: the job report's lists.
+func (s *Store) JobFiles(ctx context.Context, job string, start, end time.Time, limit int) (map[By][]File, error) {
+	res, err := s.sum(ctx, Query{Start: start, End: end, Job: job, HasJob: true})
+	if err != nil {
+		return nil, err
+	}
+	out := map[By][]File{}
+	for _, by := range []By{ByBytes, ByCalls, ByTime} {
+		out[by] = RankFiles(slices.Clone(res.Files), by, limit)
+	}
+	return out, nil
+}
+
+// RankFiles sorts fs by the measure, the largest first (then by job, node
+// and path), and keeps the first limit.
+func RankFiles(fs []File, by By, limit int) []File {
+	slices.SortFunc(fs, func(a, b File) int {
+		return cmp.Or(cmp.Compare(b.Value(by), a.Value(by)), strings.Compare(a.Job, b.Job),
+			strings.Compare(a.Node, b.Node), strings.Compare(a.Path, b.Path))
+	})
+	return fs[:min(len(fs), limit)]
 }
 
 // scan reads a whole segment (up to the size it had) in 1 MiB pieces.

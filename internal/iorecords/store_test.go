@@ -107,6 +107,11 @@ func TestTop(t *testing.T) {
 		if r := top(t, s, Query{Job: "nope", HasJob: true}); r.Records != 0 || len(r.Files) != 0 {
 			t.Errorf("unknown job: %+v", r)
 		}
+		tops, err := s.JobFiles(context.Background(), "1", t0, t0.Add(time.Hour), 1)
+		if err != nil || len(tops[ByBytes]) != 1 || tops[ByBytes][0].Node != "cn1" || tops[ByTime][0].Node != "cn1" ||
+			tops[ByCalls][0].Value(ByCalls) != 60*1025 {
+			t.Errorf("job 1's files: %v %+v", err, tops)
+		}
 		if _, err := s.Top(context.Background(), Query{Start: t0, End: t0.Add(time.Hour), MaxRecords: 10}); err == nil {
 			t.Error("MaxRecords not enforced")
 		}

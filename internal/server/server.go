@@ -192,13 +192,17 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	s.rules.Register(s.mux)
 	s.mux.HandleFunc("POST /-/reload", s.reload)
-	rq := report.APIQuerier{API: s.api, Files: s.jobFiles}
+	rq := report.APIQuerier{API: s.api}
 	if s.rollup != nil {
 		rq.Watermark = s.rollup.Watermark
 	}
 	jo := cfg.jobsOptions(s.reg, log)
 	jo.EventSink = s.events
-	summaries := newSummarizer(rq, log.With("component", "jobs"))
+	// The report and the summaries list the job's top files; the
+	// straggler watch has no use for them.
+	frq := rq
+	frq.Files = s.jobFiles
+	summaries := newSummarizer(frq, log.With("component", "jobs"))
 	jo.OnEnd = summaries.ended
 	if s.jobs, err = jobs.New(jo); err != nil {
 		return nil, errors.Join(err, s.Close())
@@ -207,7 +211,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	s.summaries = summaries
 	s.stragglers = newStragglerWatch(rq, s.jobs, s.store.Appender, s.reg, log.With("component", "stragglers"))
 	s.jobs.Register(s.mux)
-	s.mux.Handle("GET /api/v1/jobs/{id}/report", report.Handler(s.getJob, rq))
+	s.mux.Handle("GET /api/v1/jobs/{id}/report", report.Handler(s.getJob, frq))
 	ho := cfg.drainOptions(s.reg, log)
 	ho.Events = s.events
 	if s.health, err = drain.New(ho); err != nil {

@@ -66,7 +66,7 @@ type APIQuerier struct {
 	Watermark func() time.Time
 	// Files, when set, reads the per-file I/O record store (the top
 	// files of the report's I/O section).
-	Files func(ctx context.Context, id string, start, end time.Time, by string, limit int) ([]IOFile, error)
+	Files func(ctx context.Context, id string, start, end time.Time, limit int) (*IOFiles, error)
 }
 
 // RollupWatermark is the end of the rolled-up time, zero without rollups.

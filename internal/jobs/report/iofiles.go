@@ -33,17 +33,18 @@ type IOFiles struct {
 const TopFilesLimit = 10
 
 // FileQuerier is a Querier that also reads the per-file record store: a
-// job's top files over start..end ranked by "bytes", "calls" or "time".
+// job's top files over start..end by bytes, calls and time, at most limit
+// each (nil: none).
 type FileQuerier interface {
-	JobFiles(ctx context.Context, id string, start, end time.Time, by string, limit int) ([]IOFile, error)
+	JobFiles(ctx context.Context, id string, start, end time.Time, limit int) (*IOFiles, error)
 }
 
 // JobFiles reads the per-file store through Files, when it is set.
-func (a APIQuerier) JobFiles(ctx context.Context, id string, start, end time.Time, by string, limit int) ([]IOFile, error) {
+func (a APIQuerier) JobFiles(ctx context.Context, id string, start, end time.Time, limit int) (*IOFiles, error) {
 	if a.Files == nil {
 		return nil, nil
 	}
-	return a.Files(ctx, id, start, end, by, limit)
+	return a.Files(ctx, id, start, end, limit)
 }
 
 // topFiles reads the job's top files when q can; nil when it cannot or
@@ -53,20 +54,13 @@ func topFiles(ctx context.Context, q Querier, id string, start, end time.Time) (
 	if !ok {
 		return nil, nil
 	}
-	var out IOFiles
-	for _, l := range []struct {
-		by  string
-		dst *[]IOFile
-	}{{"bytes", &out.ByBytes}, {"calls", &out.ByCalls}, {"time", &out.ByTime}} {
-		// The records of the job's last interval end a little after it.
-		fs, err := fq.JobFiles(ctx, id, start, end.Add(time.Minute), l.by, TopFilesLimit)
-		if err != nil {
-			return nil, fmt.Errorf("job %s: top files by %s: %w", id, l.by, err)
-		}
-		*l.dst = fs
+	// The records of the job's last interval end a little after it.
+	fs, err := fq.JobFiles(ctx, id, start, end.Add(time.Minute), TopFilesLimit)
+	if err != nil {
+		return nil, fmt.Errorf("job %s: top files: %w", id, err)
 	}
-	if len(out.ByBytes)+len(out.ByCalls)+len(out.ByTime) == 0 {
+	if fs == nil || len(fs.ByBytes)+len(fs.ByCalls)+len(fs.ByTime) == 0 {
 		return nil, nil
 	}
-	return &out, nil
+	return fs, nil
 }
