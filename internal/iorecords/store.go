@@ -36,10 +36,11 @@ const (
 	DefaultMaxBytes     = 8 << 30
 	DefaultSegmentBytes = 64 << 20
 	DefaultSegmentSpan  = time.Hour
-	// DefaultDedup covers 10 s of 100,000 records a second: resends come
-	// within a second or two of the first copy (the acknowledgement
-	// interval per tree level), or after a restart, from the tail.
-	DefaultDedup = 1 << 20
+	// DefaultDedup covers 2.6 s of 100,000 records a second (26 s of
+	// 10,000): resends come within a second or two of the first copy
+	// (the acknowledgement interval per tree level), or after a restart,
+	// first thing, against the tail read at start-up. About 9 MB.
+	DefaultDedup = 1 << 18
 )
 
 // maxRecordBytes bounds one stored record (four strings of at most 4 KiB
@@ -60,7 +61,7 @@ type Options struct {
 	SegmentBytes int64
 	SegmentSpan  time.Duration
 	// Dedup is how many of the latest records are remembered (by a
-	// 64-bit hash, about 40 bytes each) to drop a resent frame's records;
+	// 64-bit hash, about 36 bytes each) to drop a resent frame's records;
 	// 0: DefaultDedup.
 	Dedup      int
 	Registerer prometheus.Registerer // nil: not registered
