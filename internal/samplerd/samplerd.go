@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/internal/appio"
-
 	"github.com/vigil-hpc/vigil/internal/buildinfo"
 	"github.com/vigil-hpc/vigil/internal/config"
 	"github.com/vigil-hpc/vigil/internal/httpsec/lean"

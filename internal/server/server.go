@@ -16,8 +16,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/vigil-hpc/vigil/internal/iorecords"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -30,6 +28,7 @@ import (
 	"github.com/vigil-hpc/vigil/internal/events"
 	"github.com/vigil-hpc/vigil/internal/httpsec"
 	"github.com/vigil-hpc/vigil/internal/ingest"
+	"github.com/vigil-hpc/vigil/internal/iorecords"
 	"github.com/vigil-hpc/vigil/internal/jobs"
 	"github.com/vigil-hpc/vigil/internal/jobs/report"
 	"github.com/vigil-hpc/vigil/internal/logs/logsvc"
@@ -64,10 +63,9 @@ type Server struct {
 	rw     *RemoteWrite
 	rwOut  *remotewrite.Writer // forwards ingested ticks (issue 4)
 	web    *web.Handler
-	logs   *logsvc.Service  // nil unless syslog intake is configured
-	jobs   *jobs.Manager    // the job index (docs/jobs.md)
-	events *events.Store    // the event stream (docs/events.md)
-	iorec  *iorecords.Store // per-file I/O records (docs/appio.md)
+	logs   *logsvc.Service // nil unless syslog intake is configured
+	jobs   *jobs.Manager   // the job index (docs/jobs.md)
+	events *events.Store   // the event stream (docs/events.md)
 	rules  *alerting.Manager
 	health *drain.Manager // the nodes' health checks, drain and resume (docs/drain.md)
 	// summaries writes each ended job's report figures into the index.
@@ -85,6 +83,9 @@ type Server struct {
 	stopStreams context.CancelFunc
 	closed      bool
 	expected    []string // the topology's nodes: down until they connect
+
+	// iorec keeps the per-file I/O records the tree sends (docs/appio.md).
+	iorec *iorecords.Store
 }
 
 // New opens the store in cfg.Data and builds the handlers. Everything
@@ -173,6 +174,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, errors.Join(err, s.Close())
 	}
 	s.mux.Handle("GET "+events.PathQuery, s.events.QueryHandler())
+	s.mux.Handle("GET "+events.PathStream, s.endOnStop(s.events.StreamHandler()))
 	// Per-file I/O records from the tree (docs/appio.md): vigil io top.
 	s.iorec, err = iorecords.Open(iorecords.Options{Dir: filepath.Join(cfg.Data, "iorecords"), Retention: cfg.IORetention.D(),
 		MaxBytes: cfg.IORetentionSize, Registerer: s.reg, Logger: log.With("component", "iorecords")})
@@ -180,7 +182,6 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, errors.Join(err, s.Close())
 	}
 	s.mux.Handle("GET "+iorecords.PathTop, s.iorec.Handler(iorecords.Limits{Concurrent: cfg.QueryMaxConcurrent, Timeout: cfg.QueryTimeout.D()}))
-	s.mux.Handle("GET "+events.PathStream, s.endOnStop(s.events.StreamHandler()))
 	// Rules (docs/alerting.md): always on, so /api/v1/rules answers.
 	s.rules, err = alerting.New(alerting.Options{Files: list(cfg.Rules), Interval: cfg.RuleInterval.D(), Query: s.api.RuleInstant,
 		Appendable: st, Queryable: st, Alertmanagers: list(cfg.Alertmanager), ExternalURL: externalURL(cfg.HTTP),

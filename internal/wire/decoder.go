@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/vigil-hpc/vigil/internal/appio"
-
 	"github.com/vigil-hpc/vigil/internal/metric"
 )
 
