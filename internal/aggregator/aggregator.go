@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/vigil-hpc/vigil/internal/appio"
 	"github.com/vigil-hpc/vigil/internal/config"
 	"github.com/vigil-hpc/vigil/internal/httpsec"
 	"github.com/vigil-hpc/vigil/internal/metric"
@@ -428,10 +427,10 @@ func (a *Aggregator) NodeState(node string, up bool, t time.Time) {
 	a.client.NodeState(node, up, t)
 }
 
-// IORecords implements wire.IORecordHandler: pass a child's per-file I/O
-// records on as the frame it sent (checked by the decoder, not encoded
-// again), kept until the upstream acknowledges them.
-func (a *Aggregator) IORecords(_ string, recs []appio.FileRecord, payload []byte) error {
-	a.client.RelayIORecords(payload, len(recs))
+// RelayIORecords implements wire.IORecordRelay: pass a child's per-file
+// I/O records on as the frame it sent (checked by the decoder, neither
+// decoded nor encoded again), kept until the upstream acknowledges them.
+func (a *Aggregator) RelayIORecords(payload []byte, n int) error {
+	a.client.RelayIORecords(payload, n)
 	return nil
 }

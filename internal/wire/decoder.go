@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/vigil-hpc/vigil/internal/appio"
 	"github.com/vigil-hpc/vigil/internal/metric"
 )
 
@@ -134,8 +133,6 @@ type Decoder struct {
 	// vals holds a tick's values while the handler runs: one for all
 	// streams, as thousands of them share a connection.
 	vals []float64
-	// ioRecs is the scratch of an IORecords frame no handler keeps.
-	ioRecs []appio.FileRecord
 	// Values counts decoded values, for throughput accounting.
 	Values uint64
 	// keyReq are relayed streams whose keyframe the handler asked for,

@@ -1,9 +1,9 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
-	"strings"
 
 	"github.com/vigil-hpc/vigil/internal/appio"
 )
@@ -103,59 +103,78 @@ func cut(s string, n int) string {
 // count of 1..MaxIORecords, string lengths, an interval of at most an
 // hour after 1970, counters of at most 2^53, and no trailing bytes.
 func DecodeIORecords(payload []byte, dst []appio.FileRecord) (string, []appio.FileRecord, error) {
+	node, _, dst, err := parseIORecords(payload, dst, true)
+	return node, dst, err
+}
+
+// CheckIORecords checks an IORecords payload as DecodeIORecords does,
+// without keeping anything (a relay), and returns its record count.
+func CheckIORecords(payload []byte) (int, error) {
+	_, n, _, err := parseIORecords(payload, nil, false)
+	return n, err
+}
+
+// minIORecord is the smallest encoded record: 10 one-byte fields and 36
+// one-byte counters.
+const minIORecord = 46
+
+func parseIORecords(payload []byte, dst []appio.FileRecord, keep bool) (string, int, []appio.FileRecord, error) {
 	p := payloadReader{b: payload}
 	node := p.strMax("io records node", maxIONode)
 	n := p.uvarint("io record count")
 	if p.err != nil {
-		return "", dst, p.err
+		return "", 0, dst, p.err
 	}
 	if n == 0 || n > MaxIORecords {
-		return "", dst, fmt.Errorf("%w: %d io records in a frame (1..%d)", ErrLimit, n, MaxIORecords)
+		return "", 0, dst, fmt.Errorf("%w: %d io records in a frame (1..%d)", ErrLimit, n, MaxIORecords)
 	}
-	// The smallest record is 47 bytes, so a forged count cannot make dst
-	// grow beyond the payload.
-	if n > uint64(len(p.b)/47+1) {
-		return "", dst, fmt.Errorf("%w: %d io records in %d bytes", ErrMalformed, n, len(p.b))
+	// A forged count cannot make dst grow beyond what the payload holds.
+	if n > uint64(len(p.b)/minIORecord) {
+		return "", 0, dst, fmt.Errorf("%w: %d io records in %d bytes", ErrMalformed, n, len(p.b))
 	}
-	nodeS := string(node)
+	var nodeS string
+	if keep {
+		nodeS = string(node)
+	}
+	var c [appio.NCounters]uint64
 	for range n {
-		var r appio.FileRecord
-		r.Node = nodeS
-		r.Start = p.varint("io record start")
+		start := p.varint("io record start")
 		dur := p.uvarint("io record duration")
-		r.JobID = string(p.strMax("io record job", maxIOShort))
+		job := p.strMax("io record job", maxIOShort)
 		pid := p.uvarint("io record pid")
 		uid := p.uvarint("io record uid")
 		rank := p.varint("io record rank")
-		r.Exe = string(p.strMax("io record executable", MaxIOPath))
-		r.Path = string(p.strMax("io record path", MaxIOPath))
-		r.MountPoint = string(p.strMax("io record mount", MaxIOPath))
-		r.FSType = string(p.strMax("io record fstype", maxIOShort))
-		for i := range r.Counters {
-			r.Counters[i] = p.uvarint("io record counter")
-			if r.Counters[i] > appio.MaxCounter {
+		exe := p.strMax("io record executable", MaxIOPath)
+		path := p.strMax("io record path", MaxIOPath)
+		mount := p.strMax("io record mount", MaxIOPath)
+		fstype := p.strMax("io record fstype", maxIOShort)
+		for i := range c {
+			c[i] = p.uvarint("io record counter")
+			if c[i] > appio.MaxCounter {
 				p.fail("io record counter above 2^53")
 			}
 		}
 		if p.err != nil {
-			return "", dst, p.err
+			return "", 0, dst, p.err
 		}
 		switch {
-		case r.Start <= 0 || dur > uint64(MaxIOInterval) || r.Start > 1<<62:
-			return "", dst, fmt.Errorf("%w: io record interval %d+%d", ErrMalformed, r.Start, dur)
+		case start <= 0 || dur > uint64(MaxIOInterval) || start > 1<<62:
+			return "", 0, dst, fmt.Errorf("%w: io record interval %d+%d", ErrMalformed, start, dur)
 		case pid > 1<<32-1 || uid > 1<<32-1 || rank < -1 || rank > 1<<31-1:
-			return "", dst, fmt.Errorf("%w: io record pid %d uid %d rank %d", ErrMalformed, pid, uid, rank)
-		case strings.IndexByte(r.Path, 0) >= 0 || strings.IndexByte(r.JobID, 0) >= 0:
-			return "", dst, fmt.Errorf("%w: NUL in an io record", ErrMalformed)
+			return "", 0, dst, fmt.Errorf("%w: io record pid %d uid %d rank %d", ErrMalformed, pid, uid, rank)
+		case bytes.IndexByte(path, 0) >= 0 || bytes.IndexByte(job, 0) >= 0:
+			return "", 0, dst, fmt.Errorf("%w: NUL in an io record", ErrMalformed)
 		}
-		r.End = r.Start + int64(dur)
-		r.PID, r.UID, r.Rank = uint32(pid), uint32(uid), int32(rank)
-		dst = append(dst, r)
+		if keep {
+			dst = append(dst, appio.FileRecord{Start: start, End: start + int64(dur), Node: nodeS, JobID: string(job),
+				PID: uint32(pid), UID: uint32(uid), Rank: int32(rank), Exe: string(exe), Path: string(path),
+				MountPoint: string(mount), FSType: string(fstype), Counters: c})
+		}
 	}
 	if err := p.end("io records"); err != nil {
-		return "", dst, err
+		return "", 0, dst, err
 	}
-	return nodeS, dst, nil
+	return nodeS, int(n), dst, nil
 }
 
 // strMax reads a string of at most max bytes.
@@ -171,20 +190,31 @@ func (p *payloadReader) strMax(what string, max int) []byte {
 	return p.bytes(int(n), what)
 }
 
+// IORecordRelay is implemented by a Handler that passes IORecords frames
+// on without their records (an aggregator): the decoder only checks the
+// payload, valid during the call, and gives its record count.
+type IORecordRelay interface {
+	RelayIORecords(payload []byte, n int) error
+}
+
 // ioRecords handles an IORecords frame.
 func (d *Decoder) ioRecords(payload []byte, h Handler) error {
-	node, recs, err := DecodeIORecords(payload, d.ioRecs[:0])
-	d.ioRecs = recs[:0]
-	if err != nil {
-		return err
+	if rh, ok := h.(IORecordRelay); ok {
+		n, err := CheckIORecords(payload)
+		if err != nil {
+			return err
+		}
+		return rh.RelayIORecords(payload, n)
 	}
 	ih, ok := h.(IORecordHandler)
 	if !ok {
-		return nil
+		_, err := CheckIORecords(payload)
+		return err
 	}
-	// The handler keeps the records: the next frame decodes into fresh
-	// memory.
-	d.ioRecs = nil
+	node, recs, err := DecodeIORecords(payload, nil)
+	if err != nil {
+		return err
+	}
 	return ih.IORecords(node, recs, payload)
 }
 

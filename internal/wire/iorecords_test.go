@@ -100,6 +100,15 @@ func TestIORecordsRefused(t *testing.T) {
 	if _, _, err := wire.DecodeIORecords(payload, nil); err != nil {
 		t.Fatal(err)
 	}
+	// 1,024 records of the smallest size are a valid frame.
+	var tiny []appio.FileRecord
+	for range wire.MaxIORecords {
+		tiny = append(tiny, appio.FileRecord{Start: 1, End: 1})
+	}
+	tb := wire.AppendIORecords(nil, "", tiny)
+	if n, err := wire.CheckIORecords(tb[6 : len(tb)-4]); err != nil || n != wire.MaxIORecords {
+		t.Errorf("1,024 smallest records: %d, %v", n, err)
+	}
 	for name, p := range map[string][]byte{
 		"empty":         {},
 		"no records":    {3, 'c', 'n', '1', 0},
@@ -109,6 +118,9 @@ func TestIORecordsRefused(t *testing.T) {
 	} {
 		if _, _, err := wire.DecodeIORecords(p, nil); err == nil {
 			t.Errorf("%s: accepted", name)
+		}
+		if _, err := wire.CheckIORecords(p); err == nil {
+			t.Errorf("%s: accepted by the relay's check", name)
 		}
 	}
 	r := ioRecord(1)
@@ -131,6 +143,9 @@ func FuzzDecodeIORecords(f *testing.F) {
 	f.Add([]byte{0, 1})
 	f.Fuzz(func(t *testing.T, p []byte) {
 		node, recs, err := wire.DecodeIORecords(p, nil)
+		if n, cerr := wire.CheckIORecords(p); (cerr == nil) != (err == nil) || err == nil && n != len(recs) {
+			t.Fatalf("check says %d, %v; decode %d, %v", n, cerr, len(recs), err)
+		}
 		if err != nil {
 			return
 		}
@@ -305,5 +320,15 @@ func BenchmarkIORecords(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(in)), "ns/record")
 		b.ReportMetric(float64(len(frame))/float64(len(in)), "bytes/record")
+	})
+	b.Run("check", func(b *testing.B) {
+		b.SetBytes(int64(len(frame)))
+		b.ReportAllocs()
+		for range b.N {
+			if _, err := wire.CheckIORecords(payload); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(in)), "ns/record")
 	})
 }
