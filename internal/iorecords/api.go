@@ -79,13 +79,16 @@ type CountersJSON struct {
 
 // TopJSON is the data of an answer.
 type TopJSON struct {
-	Start   time.Time  `json:"start"`
-	End     time.Time  `json:"end"`
-	By      By         `json:"by"`
-	Job     *string    `json:"job,omitempty"`
-	Records int        `json:"records"`
-	Files   []FileJSON `json:"files"`
-	Jobs    []JobJSON  `json:"jobs"`
+	Start   time.Time `json:"start"`
+	End     time.Time `json:"end"`
+	By      By        `json:"by"`
+	Job     *string   `json:"job,omitempty"`
+	Records int       `json:"records"`
+	// FilesCapped: the window held more than 100,000 files; the list
+	// ranks the first 100,000 seen.
+	FilesCapped bool       `json:"files_capped,omitempty"`
+	Files       []FileJSON `json:"files"`
+	Jobs        []JobJSON  `json:"jobs"`
 }
 
 // Counters converts totals for the API.
@@ -109,7 +112,7 @@ func Counters(t *Totals) CountersJSON {
 
 // ToJSON converts a result for the API.
 func ToJSON(q Query, r *Result) TopJSON {
-	out := TopJSON{Start: q.Start.UTC(), End: q.End.UTC(), By: q.By, Records: r.Records,
+	out := TopJSON{Start: q.Start.UTC(), End: q.End.UTC(), By: q.By, Records: r.Records, FilesCapped: r.FilesCapped,
 		Files: []FileJSON{}, Jobs: []JobJSON{}}
 	if q.HasJob {
 		out.Job = &q.Job

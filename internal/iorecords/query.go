@@ -83,6 +83,9 @@ type Result struct {
 	Jobs  []Job
 	// Records is how many records were summed.
 	Records int
+	// FilesCapped: more than 100,000 distinct files were in the window;
+	// the file list ranks the first 100,000 seen.
+	FilesCapped bool
 }
 
 // Value is t's measure for a ranking.
@@ -126,8 +129,9 @@ func (t *Totals) add(r *rawRecord) {
 }
 
 // maxEntries bounds the distinct files a query sums: beyond it further
-// files are left out of the file list (their jobs still count them).
-const maxEntries = 1 << 20
+// files are left out of the file list (their jobs still count them), so a
+// query's memory stays under about 100 MB.
+const maxEntries = 100_000
 
 // sum adds up the records of q's window by file and by job, unranked.
 func (s *Store) sum(ctx context.Context, q Query) (*Result, error) {
@@ -165,6 +169,7 @@ func (s *Store) sum(ctx context.Context, q Query) (*Result, error) {
 		f := files[string(key)]
 		if f == nil {
 			if len(files) >= maxEntries {
+				res.FilesCapped = true
 				return nil
 			}
 			f = &File{Node: string(r.node), Job: j.Job, Path: string(r.path), MountPoint: string(r.mount),
