@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -20,7 +21,7 @@ const PathTop = "/api/v1/io/top"
 // PromQL's: at most Concurrent at once (more get 503 with Retry-After),
 // each within Timeout and reading at most MaxRecords records.
 type Limits struct {
-	Concurrent int           // 0: 2
+	Concurrent int           // 0: the number of cores
 	Timeout    time.Duration // 0: 2m
 	MaxRecords int           // 0: 50,000,000
 	// MaxWindow bounds end − start (0: 31 days).
@@ -196,7 +197,7 @@ func parseTime(s string) (time.Time, error) {
 // Handler serves GET /api/v1/io/top within l.
 func (s *Store) Handler(l Limits) http.Handler {
 	if l.Concurrent <= 0 {
-		l.Concurrent = 2
+		l.Concurrent = runtime.NumCPU() // as the query API's heavy lane
 	}
 	if l.Timeout <= 0 {
 		l.Timeout = 2 * time.Minute
