@@ -36,11 +36,11 @@ const (
 	DefaultMaxBytes     = 8 << 30
 	DefaultSegmentBytes = 64 << 20
 	DefaultSegmentSpan  = time.Hour
-	// DefaultDedup covers at least 1.3 s of 100,000 records a second
-	// (13 s of 10,000): resends come within a second or two of the first
-	// copy (the acknowledgement interval per tree level), or after a
-	// restart, first thing, against the tail read at start-up. About 9 MB.
-	DefaultDedup = 1 << 18
+	// DefaultDedup covers at least 5 s of 100,000 records a second (50 s
+	// of 10,000): resends come within a second or two of the first copy
+	// (the acknowledgement interval per tree level), or after a restart,
+	// first thing, against the tail read at start-up. At most 36 MB.
+	DefaultDedup = 1 << 20
 )
 
 // maxRecordBytes bounds one stored record (four strings of at most 4 KiB
