@@ -30,12 +30,12 @@ const (
 )
 
 // IORecordHandler is implemented by a Handler that takes per-file I/O
-// records (the server's record store, an aggregator). The decoder checks
-// every record before the call; recs (with their strings) are the
-// handler's to keep, payload (the frame's, for a relay that passes it on
-// as it is) only during the call. An error ends the connection before the
+// records (the server's record store). The decoder checks every record
+// before the call; recs (with their strings) are the handler's to keep,
+// payload only during the call. An error ends the connection before the
 // frame is acknowledged, so the sender sends it again on its next one.
-// Handlers without it drop the records.
+// Handlers with neither this nor IORecordRelay drop the records (after
+// checking them).
 type IORecordHandler interface {
 	IORecords(node string, recs []appio.FileRecord, payload []byte) error
 }
@@ -243,8 +243,9 @@ func (c *Client) RelayIORecords(payload []byte, n int) {
 	c.pushRecords(appendFrame(c.take(), frameIORecords, payload), n)
 }
 
-// pushRecords queues frames holding n records, first dropping the oldest
-// record frames while the records would pass their bound.
+// pushRecords queues a frame holding n records, first dropping the oldest
+// record frames while the records would pass their bound (the new frame
+// itself if it alone is too big).
 func (c *Client) pushRecords(buf []byte, n int) {
 	c.stats.IORecords.Add(uint64(n))
 	for c.sq.recBytes+len(buf) > c.sq.max/4 && c.sq.dropOldestRecords() {
