@@ -37,6 +37,9 @@ type Env struct {
 	// up the tree; recs are the callee's only during the call, which
 	// must not block.
 	IORecords func(recs []appio.FileRecord)
+	// IORecordsDropped, when set, counts the records IORecords took that
+	// its bounded queue let go.
+	IORecordsDropped func() uint64
 }
 
 // ErrNotAvailable is returned by Sample or Init when the hardware or kernel

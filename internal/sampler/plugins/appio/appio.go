@@ -185,6 +185,7 @@ const (
 	selfJobs
 	selfStale
 	selfUnshipped
+	selfUpstreamDropped
 	nSelf
 )
 
@@ -205,6 +206,7 @@ func selfDescs() [nSelf]*metric.Desc {
 		metric.NewDesc("vigil_appio_jobs", "Jobs with appio series on the node.", metric.Gauge),
 		metric.NewDesc("vigil_appio_stale_ticks_total", "Ticks that sent the previous copy of the series because a connection held them.", metric.Counter),
 		metric.NewDesc("vigil_appio_unshipped_records_total", "Per-file records not sent upstream: more than 16,384 waited.", metric.Counter),
+		metric.NewDesc("vigil_appio_upstream_dropped_records_total", "Per-file records the upstream queue let go (its record bound passed while the upstream was away).", metric.Counter),
 	}
 }
 
@@ -268,10 +270,11 @@ type Plugin struct {
 	// ship takes records up the tree (sampler.Env.IORecords; nil: not
 	// shipped); pending (under mu) wait for the shipper, at most
 	// maxPending, the rest counted in unshipped.
-	ship      func([]FileRecord)
-	pending   []FileRecord
-	shipWake  chan struct{}
-	unshipped atomic.Uint64
+	ship        func([]FileRecord)
+	shipDropped func() uint64
+	pending     []FileRecord
+	shipWake    chan struct{}
+	unshipped   atomic.Uint64
 }
 
 // maxPending bounds the records waiting to be shipped: an interval of
@@ -317,7 +320,7 @@ func (p *Plugin) Init(env sampler.Env) error {
 	p.loadMounts()
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	if env.IORecords != nil {
-		p.ship = env.IORecords
+		p.ship, p.shipDropped = env.IORecords, env.IORecordsDropped
 		p.shipWake = make(chan struct{}, 1)
 		p.wg.Add(1)
 		go p.shipper()
@@ -362,6 +365,11 @@ func (p *Plugin) Sample(_ context.Context, now time.Time, b *metric.Batch) error
 	b.Add(p.self[selfJobs], float64(p.nJobsV.Load()))
 	b.Add(p.self[selfStale], float64(p.stale.Load()))
 	b.Add(p.self[selfUnshipped], float64(p.unshipped.Load()))
+	var dropped uint64
+	if p.shipDropped != nil {
+		dropped = p.shipDropped()
+	}
+	b.Add(p.self[selfUpstreamDropped], float64(dropped))
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/vigil-hpc/vigil/internal/appio"
 	"github.com/vigil-hpc/vigil/internal/kernfs"
@@ -25,7 +26,7 @@ func TestShip(t *testing.T) {
 		defer mu.Unlock()
 		calls++
 		got = append(got, recs...) // copied: recs are ours only during the call
-	}}
+	}, IORecordsDropped: func() uint64 { return 7 }}
 	if err := p.Init(env); err != nil {
 		t.Fatal(err)
 	}
@@ -48,6 +49,10 @@ func TestShip(t *testing.T) {
 	if f.JobID != "4242" || f.Path != "/scratch/u/out.dat" || f.MountPoint != "/scratch" || f.FSType != "lustre" ||
 		f.Counters[appio.BytesWritten] != 102_400_000 || f.PID != uint32(os.Getpid()) || f.Rank != 5 || f.Start != 1e9 || f.End != 2e9 {
 		t.Errorf("first record %+v", f)
+	}
+
+	if m := sample(t, p, time.Now()); m["vigil_appio_upstream_dropped_records_total{}"] != 7 {
+		t.Errorf("upstream drops not reported: %v", m)
 	}
 
 	// A flood beyond the bound: the rest counted. The shipper may take
