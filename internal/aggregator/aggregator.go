@@ -426,3 +426,11 @@ func (a *Aggregator) Gap(node string, from, to time.Time) {
 func (a *Aggregator) NodeState(node string, up bool, t time.Time) {
 	a.client.NodeState(node, up, t)
 }
+
+// RelayIORecords implements wire.IORecordRelay: pass a child's per-file
+// I/O records on as the frame it sent (checked by the decoder, neither
+// decoded nor encoded again), kept until the upstream acknowledges them.
+func (a *Aggregator) RelayIORecords(payload []byte, n int) error {
+	a.client.RelayIORecords(payload, n)
+	return nil
+}

@@ -17,6 +17,7 @@ import (
 type selfDescs struct {
 	info, childrenUp, childrenDown, connections, received, forwarded, dropped,
 	ticksDropped, gaps, bytesIn, bytesOut, upstreamUp, lag, protoErrs, authFails, refused, buffer, bufferCap *metric.Desc
+	ioRecords, ioDropped *metric.Desc
 }
 
 func newSelfDescs(name string) selfDescs {
@@ -41,6 +42,8 @@ func newSelfDescs(name string) selfDescs {
 		refused:      c("vigil_aggregator_refused_total", "Connections refused on accepting: a connection cap reached, or a non-loopback peer while no key is set."),
 		buffer:       g("vigil_aggregator_buffer_bytes", "Encoded bytes waiting for the upstream (grows while it is away)."),
 		bufferCap:    g("vigil_aggregator_buffer_capacity_bytes", "Bound of vigil_aggregator_buffer_bytes (buffer_bytes); beyond it ticks are dropped."),
+		ioRecords:    c("vigil_aggregator_io_records_forwarded_total", "Per-file I/O records queued for the upstream."),
+		ioDropped:    c("vigil_aggregator_io_records_dropped_total", "Per-file I/O records dropped: more than a quarter of buffer_bytes waited for the upstream."),
 	}
 }
 
@@ -69,6 +72,8 @@ func (a *Aggregator) fillSelf(b *metric.Batch, t time.Time) {
 	b.Add(d.forwarded, float64(a.forwarded.Load()))
 	b.Add(d.dropped, float64(a.dropped.Load()))
 	b.Add(d.ticksDropped, float64(cs.Dropped.Load()))
+	b.Add(d.ioRecords, float64(cs.IORecords.Load()))
+	b.Add(d.ioDropped, float64(cs.DroppedIORecords.Load()))
 	b.Add(d.gaps, float64(a.gaps.Load()))
 	b.Add(d.bytesIn, float64(a.wstats.Bytes.Load()))
 	b.Add(d.bytesOut, float64(cs.Bytes.Load()))

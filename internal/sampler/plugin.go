@@ -11,6 +11,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/vigil-hpc/vigil/internal/appio"
 	"github.com/vigil-hpc/vigil/internal/kernfs"
 	"github.com/vigil-hpc/vigil/internal/metric"
 )
@@ -32,6 +33,13 @@ type Env struct {
 	Logger *slog.Logger
 	// Stats is the scheduler's own accounting, read by the self plugin.
 	Stats *Stats
+	// IORecords, when set, takes per-file I/O records (the appio plugin's)
+	// up the tree; recs are the callee's only during the call, which
+	// must not block.
+	IORecords func(recs []appio.FileRecord)
+	// IORecordsDropped, when set, counts the records IORecords took that
+	// its bounded queue let go.
+	IORecordsDropped func() uint64
 }
 
 // ErrNotAvailable is returned by Sample or Init when the hardware or kernel

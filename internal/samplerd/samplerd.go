@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vigil-hpc/vigil/internal/appio"
 	"github.com/vigil-hpc/vigil/internal/buildinfo"
 	"github.com/vigil-hpc/vigil/internal/config"
 	"github.com/vigil-hpc/vigil/internal/httpsec/lean"
@@ -42,6 +43,10 @@ type Options struct {
 	Plugins  []string
 	Listen   string
 	Upstream []string
+	// IORecords takes the appio plugin's per-file records upstream (nil:
+	// none are shipped); IORecordsDropped counts those its queue let go.
+	IORecords        func(recs []appio.FileRecord)
+	IORecordsDropped func() uint64
 }
 
 // Config is the sampler's settings: the [sampler] table, then the flags
@@ -127,7 +132,7 @@ func Build(o *Options, log *slog.Logger, sink sampler.Sink) (*sampler.Scheduler,
 		cfg := o.Config.Plugins[name]
 		p := reg.New(cfg)
 		plog := log.With("plugin", name)
-		if err := p.Init(sampler.Env{FS: fs, Logger: plog, Stats: stats}); err != nil {
+		if err := p.Init(sampler.Env{FS: fs, Logger: plog, Stats: stats, IORecords: o.IORecords, IORecordsDropped: o.IORecordsDropped}); err != nil {
 			if errors.Is(err, sampler.ErrNotAvailable) {
 				plog.Debug("plugin not available on this node", "err", err)
 				continue
@@ -209,6 +214,9 @@ func New(c *Config, log *slog.Logger) (*Daemon, error) {
 			return nil, err
 		}
 		sink = up.Sink(o.Node) // one stream per scheduler group
+		node := o.Node
+		o.IORecords = func(recs []appio.FileRecord) { up.IORecords(node, recs) }
+		o.IORecordsDropped = up.Stats().DroppedIORecords.Load
 	}
 	s, err := Build(o, log, sink)
 	if err != nil {

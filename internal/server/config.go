@@ -130,6 +130,11 @@ type Config struct {
 	// EventsRetention keeps the event stream (<data>/events, package
 	// events) this long; whole days go (0: 90d).
 	EventsRetention Duration `toml:"events_retention"`
+	// IORetention and IORetentionSize bound the per-file I/O records
+	// (<data>/iorecords, package iorecords) by age (0: 30d) and bytes on
+	// disk (0: 8 GiB); whole segments go.
+	IORetention     Duration `toml:"io_retention"`
+	IORetentionSize int64    `toml:"io_retention_size"`
 
 	// Rules are Prometheus rule files or globs of them, evaluated every
 	// RuleInterval (0: 15s); alerts go to the Alertmanager URLs
@@ -217,6 +222,7 @@ func (c Config) validate() error {
 		{"logs_metrics_interval", "", int64(c.LogsMetricsInterval)}, {"logs_max_pattern_series", "", int64(c.LogsMaxPatternSeries)},
 		{"slurm_interval", "", int64(c.SlurmInterval)}, {"rule_interval", "", int64(c.RuleInterval)}, {"slurm_timeout", "", int64(c.SlurmTimeout)},
 		{"events_retention", "", int64(c.EventsRetention)},
+		{"io_retention", "", int64(c.IORetention)}, {"io_retention_size", "", c.IORetentionSize},
 	} {
 		if v.n < 0 {
 			errs = append(errs, &config.FieldError{Key: v.key, Flag: v.flag, Msg: "must not be negative"})
@@ -367,6 +373,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.DrainOnHealth, "drain-on-health", c.DrainOnHealth, "drain a node whose health checks fail in Slurm (scontrol update State=DRAIN Reason=\"vigil: ...\"), resume it when they all pass if Vigil drained it")
 	fs.Var(&c.SlurmTimeout, "slurm-timeout", "give up on one Slurm command after this long (default 10s)")
 	fs.Var(&c.EventsRetention, "events-retention", "keep the event stream (node up/down, jobs, alerts, health checks) this long (default 90d)")
+	fs.Var(&c.IORetention, "io-retention", "keep the per-file I/O records (vigil io top) this long (default 30d)")
+	fs.Int64Var(&c.IORetentionSize, "io-retention-size", c.IORetentionSize, "drop the oldest per-file I/O records beyond this many bytes on disk (default 8 GiB)")
 	fs.BoolVar(&c.DebugPprof, "debug-pprof", c.DebugPprof, "serve Go's heap, CPU and goroutine profiles under /debug/pprof/ on --http")
 	c.Log.RegisterFlags(fs)
 	fs.Var(&listFlag{p: &c.Rules}, "rules", "Prometheus rule file or glob to evaluate (repeatable; reloaded on SIGHUP and POST /-/reload)")

@@ -29,6 +29,7 @@ import (
 	"github.com/vigil-hpc/vigil/internal/fabric"
 	"github.com/vigil-hpc/vigil/internal/httpsec"
 	"github.com/vigil-hpc/vigil/internal/ingest"
+	"github.com/vigil-hpc/vigil/internal/iorecords"
 	"github.com/vigil-hpc/vigil/internal/jobs"
 	"github.com/vigil-hpc/vigil/internal/jobs/report"
 	"github.com/vigil-hpc/vigil/internal/logs/logsvc"
@@ -83,6 +84,9 @@ type Server struct {
 	stopStreams context.CancelFunc
 	closed      bool
 	expected    []string // the topology's nodes: down until they connect
+
+	// iorec keeps the per-file I/O records the tree sends (docs/appio.md).
+	iorec *iorecords.Store
 }
 
 // New opens the store in cfg.Data and builds the handlers. Everything
@@ -172,6 +176,13 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	s.mux.Handle("GET "+events.PathQuery, s.events.QueryHandler())
 	s.mux.Handle("GET "+events.PathStream, s.endOnStop(s.events.StreamHandler()))
+	// Per-file I/O records from the tree (docs/appio.md): vigil io top.
+	s.iorec, err = iorecords.Open(iorecords.Options{Dir: filepath.Join(cfg.Data, "iorecords"), Retention: cfg.IORetention.D(),
+		MaxBytes: cfg.IORetentionSize, Registerer: s.reg, Logger: log.With("component", "iorecords")})
+	if err != nil {
+		return nil, errors.Join(err, s.Close())
+	}
+	s.mux.Handle("GET "+iorecords.PathTop, s.iorec.Handler(iorecords.Limits{Concurrent: cfg.QueryMaxConcurrent, Timeout: cfg.QueryTimeout.D()}))
 	// Rules (docs/alerting.md): always on, so /api/v1/rules answers.
 	s.rules, err = alerting.New(alerting.Options{Files: list(cfg.Rules), Interval: cfg.RuleInterval.D(), Query: s.api.RuleInstant,
 		Appendable: s.rwOut.Appendable(st), Queryable: st, Alertmanagers: list(cfg.Alertmanager), ExternalURL: externalURL(cfg.HTTP),
@@ -189,7 +200,11 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	jo := cfg.jobsOptions(s.reg, log)
 	jo.EventSink = s.events
-	summaries := newSummarizer(rq, log.With("component", "jobs"))
+	// The report and the summaries list the job's top files; the
+	// straggler watch has no use for them.
+	frq := rq
+	frq.Files = s.jobFiles
+	summaries := newSummarizer(frq, log.With("component", "jobs"))
 	jo.OnEnd = summaries.ended
 	if s.jobs, err = jobs.New(jo); err != nil {
 		return nil, errors.Join(err, s.Close())
@@ -198,7 +213,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	s.summaries = summaries
 	s.stragglers = newStragglerWatch(rq, s.jobs, s.rwOut.Appendable(st).Appender, s.reg, log.With("component", "stragglers"))
 	s.jobs.Register(s.mux)
-	s.mux.Handle("GET /api/v1/jobs/{id}/report", report.Handler(s.getJob, rq))
+	s.mux.Handle("GET /api/v1/jobs/{id}/report", report.Handler(s.getJob, frq))
 	fabric.New(fabric.Options{Query: s.api, Jobs: s.jobs.Index(), Registerer: s.reg, Logger: log.With("component", "fabric")}).Register(s.mux)
 	ho := cfg.drainOptions(s.reg, log)
 	ho.Events = s.events
@@ -337,6 +352,7 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 	g.Go(func() error { s.summaries.run(gctx); return nil })
 	g.Go(func() error { s.stragglers.run(gctx); return nil })
 	g.Go(func() error { s.health.Run(gctx); return nil })
+	g.Go(func() error { s.iorec.RetainEvery(gctx, time.Minute); return nil })
 	if len(s.cfg.remoteWrite()) > 0 {
 		// Remote write out sends what the tree and remote write in stored.
 		g.Go(func() error { return s.rwOut.Run(gctx) })
@@ -355,7 +371,7 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 		g.Go(func() error {
 			opts := wire.ServerOptions{Key: s.key, Name: "server", Log: s.log, Metrics: wiremetrics.New(s.reg)}
 			s.cfg.WireLimits.Apply(&opts)
-			return wire.Serve(gctx, streamLn, opts, h)
+			return wire.Serve(gctx, streamLn, opts, s.iorec.Tap(h))
 		})
 	}
 	err := g.Wait()
@@ -377,6 +393,9 @@ func (s *Server) Close() error {
 	}
 	if s.jobs != nil {
 		errs = append(errs, s.jobs.Close())
+	}
+	if s.iorec != nil {
+		errs = append(errs, s.iorec.Close())
 	}
 	if s.events != nil { // after its producers
 		errs = append(errs, s.events.Close())

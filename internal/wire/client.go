@@ -65,6 +65,9 @@ type ClientStats struct {
 	// upstream that may lack them.
 	Resent atomic.Uint64
 	Bytes  atomic.Uint64 // bytes written
+	// IORecords counts per-file I/O records queued; DroppedIORecords
+	// those lost to the record bound (IORecords).
+	IORecords, DroppedIORecords atomic.Uint64
 }
 
 // Client streams ticks to the first reachable upstream. Encoding happens

@@ -213,6 +213,8 @@ func (d *Decoder) Decode(typ byte, payload []byte, h Handler) error {
 		}
 		h.NodeState(string(node), up == 1, time.Unix(0, t))
 		return nil
+	case frameIORecords:
+		return d.ioRecords(payload, h)
 	case framePing:
 		return nil
 	}

@@ -50,6 +50,9 @@ type sendQueue struct {
 	// ackedTo is the current one's highest ack, which can overtake the
 	// bookkeeping of the write it acknowledges.
 	conn, ackedTo uint64
+	// recBytes are the frames of per-file I/O records queued or kept
+	// unacknowledged (bounded to max/4 by Client.pushRecords).
+	recBytes int
 }
 
 type entry struct {
@@ -72,10 +75,22 @@ type entry struct {
 	// (owned). vals is nil for relayed ticks and once dropped.
 	descs []*metric.Desc
 	vals  []float64
+	// rec: a node-level frame of nrec per-file I/O records, kept (buf)
+	// until acknowledged like a tick, and sent again as it is.
+	rec  bool
+	nrec int
 }
 
 // valBytes is the memory e's kept values count against the bound.
 func (e *entry) valBytes() int { return 8 * len(e.vals) }
+
+// keptBytes is the memory e keeps for a resend once written.
+func (e *entry) keptBytes() int {
+	if e.rec {
+		return len(e.buf)
+	}
+	return e.valBytes()
+}
 
 // maxUnacked bounds the written-but-unacknowledged entries kept; past it
 // the oldest are assumed delivered (an upstream that never acknowledges).
@@ -136,6 +151,11 @@ func (q *sendQueue) keep(values []float64) []float64 {
 
 // forget lets go of e's kept values: it can no longer be sent again.
 func (q *sendQueue) forget(e *entry) {
+	if e.rec && e.buf != nil {
+		q.recBytes -= len(e.buf)
+		q.free = append(q.free, e.buf[:0])
+		e.buf = nil
+	}
 	if e.vals != nil {
 		q.freeVals = append(q.freeVals, e.vals[:0])
 	}
@@ -157,7 +177,7 @@ func (q *sendQueue) push(e entry) {
 	}
 	if e.queued.IsZero() { // not a tick queued again after a reconnect
 		e.queued = time.Now()
-		if e.tick || e.cs == nil {
+		if e.tick || e.cs == nil && !e.rec {
 			q.stats.Ticks.Add(1)
 		}
 	}
@@ -193,8 +213,10 @@ func (q *sendQueue) collect(w []byte, max int) []byte {
 		}
 		w = append(w, e.buf...)
 		q.bytes -= len(e.buf) + e.valBytes()
-		q.free = append(q.free, e.buf[:0])
-		e.buf = nil
+		if !e.rec { // records keep their frame to send it again
+			q.free = append(q.free, e.buf[:0])
+			e.buf = nil
+		}
 		q.inflight = append(q.inflight, e)
 		q.dirty = true
 	}
@@ -215,15 +237,15 @@ func (q *sendQueue) written(err error, written uint64, onWritten func(t, queued,
 		now = time.Now()
 	}
 	for _, e := range q.inflight {
-		if !e.tick {
+		if !e.tick && !e.rec {
 			continue
 		}
-		if onWritten != nil && err == nil {
+		if onWritten != nil && err == nil && e.tick {
 			onWritten(e.t, e.queued, now)
 		}
 		if len(q.unacked)-q.uhead >= maxUnacked {
 			// Assumed delivered: an upstream that never acknowledges.
-			q.unackedBytes -= q.unacked[q.uhead].valBytes()
+			q.unackedBytes -= q.unacked[q.uhead].keptBytes()
 			q.forget(&q.unacked[q.uhead])
 			q.unacked[q.uhead] = entry{}
 			q.uhead++
@@ -242,7 +264,7 @@ func (q *sendQueue) written(err error, written uint64, onWritten func(t, queued,
 			continue // the ack came before this bookkeeping
 		}
 		q.unacked = append(q.unacked, e)
-		q.unackedBytes += e.valBytes()
+		q.unackedBytes += e.keptBytes()
 	}
 	clear(q.inflight)
 	q.inflight = q.inflight[:0]
@@ -251,7 +273,7 @@ func (q *sendQueue) written(err error, written uint64, onWritten func(t, queued,
 	for q.unackedBytes > q.max {
 		q.ukeep = max(q.ukeep, q.uhead)
 		e := &q.unacked[q.ukeep]
-		q.unackedBytes -= e.valBytes()
+		q.unackedBytes -= e.keptBytes()
 		q.forget(e)
 		q.ukeep++
 	}
@@ -384,9 +406,13 @@ func (q *sendQueue) dropPinned() bool {
 	}
 	if cs == nil {
 		for i := q.head; i < len(q.q); i++ {
-			if !q.q[i].dead {
-				q.kill(&q.q[i])
-				q.stats.DroppedEvents.Add(1)
+			if e := &q.q[i]; !e.dead {
+				if e.rec {
+					q.stats.DroppedIORecords.Add(uint64(e.nrec))
+				} else {
+					q.stats.DroppedEvents.Add(1)
+				}
+				q.kill(e)
 				break
 			}
 		}
@@ -415,7 +441,7 @@ func (q *sendQueue) acked(conn, n uint64) {
 	}
 	q.ackedTo = max(q.ackedTo, n)
 	for q.uhead < len(q.unacked) && q.unacked[q.uhead].end <= n {
-		q.unackedBytes -= q.unacked[q.uhead].valBytes()
+		q.unackedBytes -= q.unacked[q.uhead].keptBytes()
 		q.forget(&q.unacked[q.uhead])
 		q.unacked[q.uhead] = entry{}
 		q.uhead++
@@ -441,6 +467,8 @@ func (q *sendQueue) lost(again []entry) (_ []entry, reset bool) {
 	take := func(e entry) {
 		switch {
 		case e.dead:
+		case e.rec && e.buf == nil: // past the bound: lost
+			q.stats.DroppedIORecords.Add(uint64(e.nrec))
 		case e.cs == nil:
 			again = append(again, e) // node-level: its frame as it is
 		case !e.tick:
@@ -481,19 +509,42 @@ func (q *sendQueue) lost(again []entry) (_ []entry, reset bool) {
 // acknowledged or dropped, or now when there is none.
 func (q *sendQueue) deliveredBefore() time.Time {
 	for i := q.uhead; i < len(q.unacked); i++ {
-		if q.unacked[i].cs != nil {
+		if q.unacked[i].cs != nil || q.unacked[i].rec {
 			return q.unacked[i].queued
 		}
 	}
 	for i := range q.inflight {
-		if q.inflight[i].cs != nil {
+		if q.inflight[i].cs != nil || q.inflight[i].rec {
 			return q.inflight[i].queued
 		}
 	}
 	for i := q.head; i < len(q.q); i++ {
-		if e := &q.q[i]; e.cs != nil && e.tick && !e.dead {
+		if e := &q.q[i]; (e.cs != nil && e.tick || e.rec) && !e.dead {
 			return e.queued
 		}
 	}
 	return time.Now()
+}
+
+// dropOldestRecords drops the oldest record frame kept for a resend or
+// queued, counting its records; false when there is none.
+func (q *sendQueue) dropOldestRecords() bool {
+	for i := q.uhead; i < len(q.unacked); i++ {
+		if e := &q.unacked[i]; e.rec && e.buf != nil {
+			q.stats.DroppedIORecords.Add(uint64(e.nrec))
+			q.unackedBytes -= e.keptBytes()
+			q.forget(e)
+			e.nrec = 0 // counted: lost() must not count it again
+			return true
+		}
+	}
+	for i := q.head; i < len(q.q); i++ {
+		if e := &q.q[i]; e.rec && !e.dead {
+			q.stats.DroppedIORecords.Add(uint64(e.nrec))
+			q.kill(e)
+			q.reclaim()
+			return true
+		}
+	}
+	return false
 }

@@ -26,6 +26,50 @@ export interface JobIO {
   read_seconds: number;
   write_seconds: number;
   meta_seconds: number;
+  // The job's top files from the server's per-file record store.
+  files?: IOFiles | null;
+}
+
+// IOFile is one file of the job on one node (internal/jobs/report IOFile).
+export interface IOFile {
+  path: string;
+  node: string;
+  mountpoint: string;
+  read_bytes: number;
+  write_bytes: number;
+  reads: number;
+  writes: number;
+  meta_ops: number;
+  seconds: number;
+  small_writes: number;
+}
+
+export type FileRanking = "bytes" | "calls" | "time";
+
+export interface IOFiles {
+  by_bytes: IOFile[];
+  by_calls: IOFile[];
+  by_time: IOFile[];
+}
+
+// validFiles keeps the lists' well-formed entries, at most 100 each.
+export function validFiles(x: unknown): IOFiles | null {
+  const fs = x as Partial<IOFiles> | null | undefined;
+  if (!fs || typeof fs !== "object") return null;
+  const list = (l: unknown): IOFile[] =>
+    Array.isArray(l) ? l.filter((f) => f && typeof f.path === "string" && typeof f.node === "string").slice(0, 100) : [];
+  const out = { by_bytes: list(fs.by_bytes), by_calls: list(fs.by_calls), by_time: list(fs.by_time) };
+  return out.by_bytes.length + out.by_calls.length + out.by_time.length > 0 ? out : null;
+}
+
+// filesBy is the list of a ranking.
+export function filesBy(fs: IOFiles, by: FileRanking): IOFile[] {
+  return by === "calls" ? fs.by_calls : by === "time" ? fs.by_time : fs.by_bytes;
+}
+
+// fileCalls is a file's reads, writes and metadata calls.
+export function fileCalls(f: IOFile): number {
+  return num(f.reads) + num(f.writes) + num(f.meta_ops);
 }
 
 // ioMetrics are the report's application I/O series, charted when present.
@@ -43,8 +87,9 @@ export function validIO(x: unknown): JobIO | null {
   const io = x as JobIO | null | undefined;
   if (!io || !Array.isArray(io.fs) || !Array.isArray(io.buckets)) return null;
   const fs = io.fs.filter((f) => f && typeof f.mountpoint === "string").slice(0, 64);
-  if (fs.length === 0) return null;
-  return { ...io, fs, buckets: io.buckets.slice(0, 16).map(String) };
+  const files = validFiles(io.files);
+  if (fs.length === 0 && !files) return null;
+  return { ...io, fs, files, buckets: io.buckets.slice(0, 16).map(String) };
 }
 
 export interface HistRow {

@@ -64,6 +64,9 @@ func writeError(w http.ResponseWriter, status int, typ, msg string) {
 type APIQuerier struct {
 	API       *query.API
 	Watermark func() time.Time
+	// Files, when set, reads the per-file I/O record store (the top
+	// files of the report's I/O section).
+	Files func(ctx context.Context, id string, start, end time.Time, limit int) (*IOFiles, error)
 }
 
 // RollupWatermark is the end of the rolled-up time, zero without rollups.

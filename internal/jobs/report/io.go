@@ -117,6 +117,9 @@ type IO struct {
 	ReadSeconds  float64 `json:"read_seconds"`
 	WriteSeconds float64 `json:"write_seconds"`
 	MetaSeconds  float64 `json:"meta_seconds"`
+	// Files are the job's top files from the per-file record store, when
+	// it still holds them.
+	Files *IOFiles `json:"files,omitempty"`
 }
 
 // ioQueries read each appio counter's job total per file system: the
@@ -297,7 +300,27 @@ func ioNotes(x *IO) []string {
 			}
 		}
 		if few > smallWriteMinCount && few > smallWriteShare*all {
-			out = append(out, fmt.Sprintf("%s writes of ≤ %s to %s (%s of its writes): buffer them into larger writes", count(few), size(smallWriteMax), f.Mountpoint, pct(few/all)))
+			where := ""
+			if w := smallWriter(x.Files, f.Mountpoint); w != nil {
+				where = fmt.Sprintf("; %s of them to %s on %s", count(float64(w.SmallWrites)), w.Path, w.Node)
+			}
+			out = append(out, fmt.Sprintf("%s writes of ≤ %s to %s (%s of its writes%s): buffer them into larger writes", count(few), size(smallWriteMax), f.Mountpoint, pct(few/all), where))
+		}
+	}
+	if len(x.FS) == 0 && x.Files != nil {
+		// Only the record store knows the job's I/O: advise per file.
+		seen := map[[2]string]bool{}
+		for _, l := range [][]IOFile{x.Files.ByCalls, x.Files.ByBytes, x.Files.ByTime} {
+			for _, fl := range l {
+				k := [2]string{fl.Node, fl.Path}
+				few := float64(fl.SmallWrites)
+				if seen[k] || len(seen) >= 3 || few <= smallWriteMinCount || few <= smallWriteShare*float64(fl.Writes) {
+					continue
+				}
+				seen[k] = true
+				out = append(out, fmt.Sprintf("%s writes of ≤ %s to %s on %s (%s of its writes): buffer them into larger writes",
+					count(few), size(smallWriteMax), fl.Path, fl.Node, pct(few/float64(fl.Writes))))
+			}
 		}
 	}
 	total := x.ReadSeconds + x.WriteSeconds + x.MetaSeconds
@@ -326,4 +349,21 @@ func secs(v float64) string {
 		return time.Duration(v * float64(time.Second)).Round(time.Second).String()
 	}
 	return strconv.FormatFloat(v, 'f', 1, 64) + "s"
+}
+
+// smallWriter is the listed file under mount with the most small writes,
+// nil if none has any.
+func smallWriter(fs *IOFiles, mount string) *IOFile {
+	if fs == nil {
+		return nil
+	}
+	var w *IOFile
+	for _, l := range [][]IOFile{fs.ByCalls, fs.ByBytes, fs.ByTime} {
+		for i := range l {
+			if f := &l[i]; f.Mountpoint == mount && f.SmallWrites > 0 && (w == nil || f.SmallWrites > w.SmallWrites) {
+				w = f
+			}
+		}
+	}
+	return w
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/prometheus/promql"
 
+	"github.com/vigil-hpc/vigil/internal/appio"
 	"github.com/vigil-hpc/vigil/internal/jobs"
 	"github.com/vigil-hpc/vigil/internal/store"
 )
@@ -128,11 +129,35 @@ func Build(ctx context.Context, q Querier, job jobs.Job, now time.Time) (*Report
 	if err != nil {
 		return nil, err
 	}
+	if !got {
+		// From the summary: the notes stay as they were written.
+		if err := r.addFiles(ctx, q, job.ID, start, end); err != nil {
+			return nil, err
+		}
+		if job.Summary == nil {
+			r.Summary.Notes = append(r.Summary.Notes, ioNotes(r.IO)...)
+		}
+	}
 	if !got && job.Summary == nil {
 		r.Summary.Notes = append(r.Summary.Notes, "no samples of this job are stored (it ran before Vigil watched its nodes, or its data expired before a summary was written)")
 	}
 	r.finish()
 	return r, nil
+}
+
+// addFiles puts the job's top files into the I/O section (made if the
+// job has no appio series but the record store has files).
+func (r *Report) addFiles(ctx context.Context, q Querier, id string, start, end time.Time) error {
+	files, err := topFiles(ctx, q, id, start, end)
+	if err != nil || files == nil {
+		return err
+	}
+	if r.IO == nil {
+		nb := appio.NBuckets
+		r.IO = &IO{Buckets: slices.Clone(appio.BucketLabels[:]), ReadSizes: make([]float64, nb), WriteSizes: make([]float64, nb)}
+	}
+	r.IO.Files = files
+	return nil
 }
 
 // finish fills what both sources leave empty.
@@ -371,6 +396,9 @@ func fromStore(ctx context.Context, q Querier, r *Report, start, end time.Time) 
 		return false, err
 	}
 	if r.Lustre, err = lustreFromStore(ctx, q, id, start, end, step); err != nil {
+		return false, err
+	}
+	if err := r.addFiles(ctx, q, id, start, end); err != nil {
 		return false, err
 	}
 

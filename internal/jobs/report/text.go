@@ -177,6 +177,7 @@ func clock(d time.Duration) string {
 // writeIO is the application I/O block: a table per file system, the
 // access sizes as bars, the sequential share.
 func writeIO(b *strings.Builder, x *IO) {
+	defer writeFiles(b, x.Files)
 	fmt.Fprintf(b, "  %-20s %-8s %10s %10s %9s %9s %9s\n", "file system", "type", "read", "written", "opens", "reads", "writes")
 	for _, f := range x.FS {
 		fmt.Fprintf(b, "  %-20s %-8s %10s %10s %9s %9s %9s\n", f.Mountpoint, f.FSType, size(int64(f.ReadBytes)), size(int64(f.WriteBytes)),
@@ -212,5 +213,35 @@ func writeIO(b *strings.Builder, x *IO) {
 			label = size(v)
 		}
 		fmt.Fprintf(b, "  %-10s %s %8s  %s %8s\n", label, hbar(x.ReadSizes[i], peakR), count(x.ReadSizes[i]), hbar(x.WriteSizes[i], peakW), count(x.WriteSizes[i]))
+	}
+}
+
+// textFiles is how many files each top list of the text report shows.
+const textFiles = 5
+
+// writeFiles lists the job's top files by bytes, calls and time.
+func writeFiles(b *strings.Builder, fs *IOFiles) {
+	if fs == nil {
+		return
+	}
+	for _, l := range []struct {
+		by    string
+		files []IOFile
+	}{{"bytes", fs.ByBytes}, {"calls", fs.ByCalls}, {"time", fs.ByTime}} {
+		if len(l.files) == 0 {
+			continue
+		}
+		fmt.Fprintf(b, "  Top files by %s\n", l.by)
+		fmt.Fprintf(b, "    %-40s %-12s %10s %10s %9s %9s %9s %8s\n", "file", "node", "read", "written", "reads", "writes", "meta ops", "time")
+		for _, f := range l.files[:min(len(l.files), textFiles)] {
+			path := f.Path
+			if path == "" {
+				path = "(other files)"
+			} else if len(path) > 40 {
+				path = "…" + path[len(path)-39:]
+			}
+			fmt.Fprintf(b, "    %-40s %-12s %10s %10s %9s %9s %9s %8s\n", path, f.Node, size(int64(f.ReadBytes)), size(int64(f.WriteBytes)),
+				count(float64(f.Reads)), count(float64(f.Writes)), count(float64(f.MetaOps)), secs(f.Seconds))
+		}
 	}
 }

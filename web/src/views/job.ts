@@ -2,7 +2,7 @@ import { ApiError, isAbort, jobReport, type Job, type JobReport, type JobSummary
 import { makeBandChart, type BandChart } from "../bandchart";
 import { h, type ViewContext } from "../dom";
 import { formatValue } from "../format";
-import { callsOf, histogram, ioMetrics, ioShares, validIO, type JobIO } from "../appio";
+import { callsOf, fileCalls, filesBy, histogram, ioMetrics, ioShares, validIO, type FileRanking, type IOFiles, type JobIO } from "../appio";
 import { energySection, validEnergy } from "../energy";
 import { refreshMs, refreshPicker } from "./timepicker";
 import { jobFabric } from "./fabric";
@@ -149,6 +149,7 @@ function ioSection(io: JobIO | null): HTMLElement | null {
   const secs = (v: number) => (Number.isFinite(v) && v > 0 ? (v >= 100 ? Math.round(v) : Number(v.toPrecision(3))) + " s" : "0 s");
   const bar = (share: number, n: number) => h("span.effbar.ok", { style: `--pct: ${Math.round(share * 100)}%; min-width: 12em` }, count(n));
   const sh = ioShares(io);
+  if (io.fs.length === 0) return h("div.job-io", null, h("h3", null, "Application I/O"), filesSection(io.files ?? null));
   return h("div.job-io", null, h("h3", null, "Application I/O"),
     h("table.data.io-fs", null,
       h("thead", null, h("tr", null, ["file system", "type", "read", "written", "opens", "reads", "writes", "metadata calls", "read time", "write time", "metadata time"].map((c) => h("th", null, c)))),
@@ -164,7 +165,32 @@ function ioSection(io: JobIO | null): HTMLElement | null {
     h("table.data.io-hist", null,
       h("thead", null, h("tr", null, h("th", null, "access size"), h("th", null, "reads"), h("th", null, "writes"))),
       h("tbody", null, histogram(io).map((r) => h("tr", null, h("td", null, r.label),
-        h("td", null, bar(r.readShare, r.reads)), h("td", null, bar(r.writeShare, r.writes)))))));
+        h("td", null, bar(r.readShare, r.reads)), h("td", null, bar(r.writeShare, r.writes)))))),
+    filesSection(io.files ?? null));
+}
+
+// filesSection: the job's top files from the per-file record store,
+// ranked by bytes, calls or time as the select says.
+function filesSection(files: IOFiles | null): HTMLElement | null {
+  if (!files) return null;
+  const count = (v: number) => formatValue(v, "none");
+  const secs = (v: number) => (Number.isFinite(v) && v > 0 ? (v >= 100 ? Math.round(v) : Number(v.toPrecision(3))) + " s" : "0 s");
+  const tbody = h("tbody", null);
+  const fill = (by: FileRanking) => {
+    tbody.replaceChildren(...filesBy(files, by).map((f) => h("tr", { "data-path": f.path, "data-node": f.node },
+      h("td.path", null, f.path === "" ? "(other files)" : f.path), h("td", null, f.node),
+      h("td.num", null, formatValue(f.read_bytes, "bytes")), h("td.num", null, formatValue(f.write_bytes, "bytes")),
+      h("td.num", null, count(f.reads)), h("td.num", null, count(f.writes)), h("td.num", null, count(f.meta_ops)),
+      h("td.num", null, count(fileCalls(f))), h("td.num", null, secs(f.seconds)))));
+  };
+  const select = h("select.io-files-by", null, ...(["bytes", "calls", "time"] as const).map((by) => h("option", { value: by }, by)));
+  select.addEventListener("change", () => fill(select.value as FileRanking));
+  fill("bytes");
+  return h("div.io-files", null,
+    h("h4", null, "Top files by ", select),
+    h("table.data.io-files", null,
+      h("thead", null, h("tr", null, ["file", "node", "read", "written", "reads", "writes", "metadata calls", "calls", "time"].map((c) => h("th", null, c)))),
+      tbody));
 }
 
 function nodeRange(j: Job, now: number): URLSearchParams {

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { callsOf, histogram, ioShares, sizeLabel, validIO, type JobIO } from "../../src/appio";
+import { callsOf, fileCalls, filesBy, histogram, ioShares, sizeLabel, validFiles, validIO, type JobIO } from "../../src/appio";
 import { presets, selected } from "../../src/presets";
 
 const buckets = ["100", "1024", "10240", "102400", "1048576", "4194304", "10485760", "104857600", "1073741824", "+Inf"];
@@ -55,4 +55,24 @@ test("heatmap presets colour by application I/O rate and metadata ops", () => {
   const m = selected(new URLSearchParams({ m: "appiometa" }));
   assert.match(m.expr, /vigil_appio_calls_total\{op=~"open\|close\|stat\|meta\|seek\|sync"\}/);
   assert.equal(new Set(presets.map((x) => x.id)).size, presets.length);
+});
+
+test("top files: kept when well formed, listed by the ranking asked", () => {
+  const f = { path: "/scratch/x", node: "cn1", mountpoint: "/scratch", read_bytes: 0, write_bytes: 102400000, reads: 0, writes: 100000,
+    meta_ops: 2, seconds: 1.5, small_writes: 100000 };
+  const g = { ...f, path: "/scratch/y", writes: 5, write_bytes: 1 << 30 };
+  const files = validFiles({ by_bytes: [g, f, { path: 5 }], by_calls: [f, g], by_time: "x" })!;
+  assert.equal(files.by_bytes.length, 2);
+  assert.equal(files.by_time.length, 0);
+  assert.equal(filesBy(files, "calls")[0].path, "/scratch/x");
+  assert.equal(filesBy(files, "bytes")[0].path, "/scratch/y");
+  assert.equal(fileCalls(f), 100002);
+  assert.equal(validFiles({ by_bytes: [], by_calls: [], by_time: [] }), null);
+  // A job with files but no appio series keeps its io section.
+  const only = validIO({ ...io(), fs: [], files: { by_bytes: [f], by_calls: [], by_time: [] } })!;
+  assert.equal(only.fs.length, 0);
+  assert.equal(only.files!.by_bytes[0].writes, 100000);
+  assert.equal(validIO({ ...io(), fs: [], files: null }), null);
+  const many = validFiles({ by_bytes: Array.from({ length: 500 }, () => f), by_calls: [], by_time: [] })!;
+  assert.equal(many.by_bytes.length, 100);
 });

@@ -184,6 +184,8 @@ const (
 	selfFoldedJob
 	selfJobs
 	selfStale
+	selfUnshipped
+	selfUpstreamDropped
 	nSelf
 )
 
@@ -203,24 +205,15 @@ func selfDescs() [nSelf]*metric.Desc {
 		metric.NewDesc("vigil_appio_folded_records_total", hf, metric.Counter, "reason", "job"),
 		metric.NewDesc("vigil_appio_jobs", "Jobs with appio series on the node.", metric.Gauge),
 		metric.NewDesc("vigil_appio_stale_ticks_total", "Ticks that sent the previous copy of the series because a connection held them.", metric.Counter),
+		metric.NewDesc("vigil_appio_unshipped_records_total", "Per-file records not sent upstream: more than 16,384 waited.", metric.Counter),
+		metric.NewDesc("vigil_appio_upstream_dropped_records_total", "Per-file records the upstream queue let go (its record bound passed while the upstream was away).", metric.Counter),
 	}
 }
 
 // FileRecord is one file's (and process's) I/O over one interval, as
-// kept for shipping to a per-file record store upstream. The node is the
-// sampler's own.
-type FileRecord struct {
-	Start, End int64 // Unix nanoseconds, the client's aligned interval
-	JobID      string
-	PID        uint32
-	UID        uint32
-	Rank       int32 // -1: unknown
-	Exe        string
-	Path       string // "" for the library's "other files"
-	MountPoint string
-	FSType     string
-	Counters   [appio.NCounters]uint64
-}
+// kept for shipping to the server's per-file record store. The node is
+// the sampler's own.
+type FileRecord = appio.FileRecord
 
 // Plugin is the appio plugin.
 type Plugin struct {
@@ -277,7 +270,26 @@ type Plugin struct {
 	jobOf func(pid uint32) string
 	bufs  sync.Pool // message buffers
 	recs  sync.Pool // decoded records
+
+	// ship takes records up the tree (sampler.Env.IORecords; nil: not
+	// shipped); pending (under mu) wait for the shipper, at most
+	// maxPending, the rest counted in unshipped.
+	ship        func([]FileRecord)
+	shipDropped func() uint64
+	pending     []FileRecord
+	shipWake    chan struct{}
+	unshipped   atomic.Uint64
 }
+
+// maxPending bounds the records waiting to be shipped: an interval of
+// 16,384 files and processes on one node.
+const maxPending = 16384
+
+// shipDelay is how long the shipper waits after an interval's first
+// record for the node's other processes to report theirs, so they go in
+// one frame: well under the interval, so records reach the server within
+// about 1 s of their interval's end.
+const shipDelay = 100 * time.Millisecond
 
 // New returns the plugin for cfg.
 func New(cfg *Config) *Plugin { return &Plugin{cfg: *cfg} }
@@ -311,6 +323,12 @@ func (p *Plugin) Init(env sampler.Env) error {
 	p.mounts.Store(&mountTable{})
 	p.loadMounts()
 	p.ctx, p.cancel = context.WithCancel(context.Background())
+	if env.IORecords != nil {
+		p.ship, p.shipDropped = env.IORecords, env.IORecordsDropped
+		p.shipWake = make(chan struct{}, 1)
+		p.wg.Add(1)
+		go p.shipper()
+	}
 	p.listen()
 	p.wg.Add(2)
 	go p.housekeep()
@@ -350,6 +368,12 @@ func (p *Plugin) Sample(_ context.Context, now time.Time, b *metric.Batch) error
 	b.Add(p.self[selfFoldedJob], float64(p.foldJob.Load()))
 	b.Add(p.self[selfJobs], float64(p.nJobsV.Load()))
 	b.Add(p.self[selfStale], float64(p.stale.Load()))
+	b.Add(p.self[selfUnshipped], float64(p.unshipped.Load()))
+	var dropped uint64
+	if p.shipDropped != nil {
+		dropped = p.shipDropped()
+	}
+	b.Add(p.self[selfUpstreamDropped], float64(dropped))
 	return nil
 }
 
@@ -533,6 +557,49 @@ func (p *Plugin) keep(fr *FileRecord) {
 	p.ringNext = (p.ringNext + 1) % len(p.ring)
 	if p.ringLen < len(p.ring) {
 		p.ringLen++
+	}
+	if p.ship == nil {
+		return
+	}
+	if len(p.pending) >= maxPending {
+		p.unshipped.Add(1)
+		return
+	}
+	p.pending = append(p.pending, *fr)
+	select {
+	case p.shipWake <- struct{}{}:
+	default:
+	}
+}
+
+// shipper hands pending records to ship shortly after they arrive, and
+// the last ones when the plugin closes.
+func (p *Plugin) shipper() {
+	defer p.wg.Done()
+	var spare []FileRecord
+	flush := func() {
+		p.mu.Lock()
+		batch := p.pending
+		p.pending = spare[:0]
+		p.mu.Unlock()
+		if len(batch) > 0 {
+			p.ship(batch)
+		}
+		clear(batch) // let go of the strings
+		spare = batch
+	}
+	for {
+		select {
+		case <-p.ctx.Done():
+			flush()
+			return
+		case <-p.shipWake:
+		}
+		select {
+		case <-p.ctx.Done():
+		case <-time.After(shipDelay):
+		}
+		flush()
 	}
 }
 
