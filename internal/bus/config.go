@@ -180,14 +180,13 @@ func explain(err error) error {
 	if !errors.As(err, &ae) {
 		return err
 	}
-	switch ae.Code {
-	case amqp.AccessRefused:
-		return fmt.Errorf("%w (check the user's permissions: rabbitmqctl list_permissions)", err)
-	case amqp.NotAllowed:
-		return fmt.Errorf("%w (the user may not use this virtual host, or it does not exist)", err)
-	}
-	if strings.Contains(ae.Reason, "username or password") {
+	switch {
+	case strings.Contains(ae.Reason, "username or password"):
 		return fmt.Errorf("%w (bad credentials)", err)
+	case strings.Contains(ae.Reason, "vhost"):
+		return fmt.Errorf("%w (the user may not use this virtual host, or it does not exist)", err)
+	case ae.Code == amqp.AccessRefused:
+		return fmt.Errorf("%w (check the user's permissions: rabbitmqctl list_permissions)", err)
 	}
 	return err
 }

@@ -82,12 +82,26 @@ func Start(t testing.TB) *Broker {
 		"ERL_EPMD_PORT="+strconv.Itoa(b.epmd),
 		"RABBITMQ_PID_FILE="+filepath.Join(dir, "pid"),
 	)
-	b.start()
+	// Our own epmd on the private port, a child we can kill: one the node
+	// started itself would be a daemon outliving the test.
+	epmd := exec.Command("epmd", "-port", strconv.Itoa(b.epmd), "-relaxed_command_check")
+	epmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := epmd.Start(); err != nil {
+		testutil.MissingPeer(t, "epmd: %v", err)
+	}
 	t.Cleanup(func() {
 		b.Stop()
-		// The node started its own epmd on the private port.
-		exec.Command("epmd", "-port", strconv.Itoa(b.epmd), "-kill").Run()
+		epmd.Process.Kill()
+		epmd.Wait()
 	})
+	for i := 0; i < 50; i++ { // until it listens
+		if c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(b.epmd)); err == nil {
+			c.Close()
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.start()
 	return b
 }
 
@@ -109,7 +123,15 @@ func (b *Broker) start() {
 	b.cmd = cmd
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if o, err := b.ctl(ctx, "await_startup"); err != nil {
+	// await_startup fails at once while the node is not registered yet.
+	var o []byte
+	for {
+		if o, err = b.ctl(ctx, "await_startup"); err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if err != nil {
 		log, _ := os.ReadFile(filepath.Join(b.Dir, "server.out"))
 		b.Stop()
 		t.Fatalf("rabbitmq await_startup: %v\n%s\n%s", err, o, log)
