@@ -45,7 +45,7 @@ type Options struct {
 	DataDir    string // the spool goes under <DataDir>/bus
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
-	// BackoffMax bounds the wait between reconnects (0: 30s).
+	// BackoffMax bounds the wait between reconnects (0: 5s).
 	BackoffMax time.Duration
 	// ConfirmTimeout (0: 30s); tests shorten it.
 	ConfirmTimeout time.Duration
@@ -97,7 +97,7 @@ func New(cfg Config, o Options) (*Bus, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.BackoffMax <= 0 {
-		o.BackoffMax = 30 * time.Second
+		o.BackoffMax = 5 * time.Second
 	}
 	if o.ConfirmTimeout <= 0 {
 		o.ConfirmTimeout = confirmTimeout
@@ -248,7 +248,7 @@ func (b *Bus) put(stream, key string, body []byte, count int) {
 }
 
 // Run publishes until ctx ends, connecting again with growing waits
-// (0.5 s doubling to BackoffMax) whenever the broker goes away.
+// (0.5 s doubling to BackoffMax, 5 s: the broker is back within seconds of its restart) whenever the broker goes away.
 func (b *Bus) Run(ctx context.Context) error {
 	var warn logging.OnChange
 	wait := 500 * time.Millisecond
@@ -385,6 +385,17 @@ func (b *Bus) session(ctx context.Context) (err error) {
 					return err
 				}
 				q = append(q, f)
+				// Metrics take turns with a long spool, rather than wait.
+				select {
+				case m := <-b.metrics:
+					f, err := b.publish(ctx, ch, m)
+					if err != nil {
+						b.m.dropped.WithLabelValues(StreamMetrics, "unconfirmed").Inc()
+						return err
+					}
+					q = append(q, f)
+				default:
+				}
 				continue
 			case errors.Is(rerr, io.EOF):
 				spoolDone = true

@@ -72,7 +72,7 @@ func runBus(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return nil
 		case <-time.After(wait):
 		}
-		wait = min(2*wait, 10*time.Second)
+		wait = min(2*wait, 5*time.Second)
 	}
 }
 
