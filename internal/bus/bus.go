@@ -38,6 +38,8 @@ const (
 	maxLogBatch = 1000
 	// maxNodes bounds the nodes whose schema is remembered.
 	maxNodes = 1 << 20
+	// maxBufferBytes bounds the metrics buffer's bodies.
+	maxBufferBytes = 256 << 20
 )
 
 // Options are what a Bus needs besides its Config.
@@ -61,8 +63,12 @@ type Bus struct {
 	spool *spool
 	start int64 // Unix ms, header vigil-start of metrics
 
-	metrics chan outMsg // bounded memory buffer
-	metSeq  atomic.Uint64
+	metrics chan outMsg // bounded memory buffer, in messages
+	// metBytes is the bytes of the bodies in metrics, bounded by
+	// maxBufferBytes: a burst of schemas (every node's first tick) is
+	// fifty times the size of plain ticks.
+	metBytes atomic.Int64
+	metSeq   atomic.Uint64
 
 	mu    sync.Mutex // nodes
 	nodes map[string]*nodeSchema
@@ -169,16 +175,24 @@ func (b *Bus) Tick(node string, t time.Time, descs []*metric.Desc, values []floa
 	b.mu.Unlock()
 	msg := outMsg{stream: StreamMetrics, seq: b.metSeq.Add(1), key: "metrics." + keyWord(node), body: body, tick: t}
 	for {
-		select {
-		case b.metrics <- msg:
-			b.m.bufferFill.Set(float64(len(b.metrics)))
-			return nil
-		default:
+		if b.metBytes.Load()+int64(len(body)) <= maxBufferBytes {
+			select {
+			case b.metrics <- msg:
+				b.metBytes.Add(int64(len(body)))
+				b.m.bufferFill.Set(float64(len(b.metrics)))
+				return nil
+			default:
+			}
 		}
 		select { // full: the oldest goes
-		case <-b.metrics:
+		case old := <-b.metrics:
+			b.metBytes.Add(-int64(len(old.body)))
 			b.m.dropped.WithLabelValues(StreamMetrics, "buffer_full").Inc()
 		default:
+			if b.metBytes.Load()+int64(len(body)) > maxBufferBytes {
+				b.m.dropped.WithLabelValues(StreamMetrics, "buffer_full").Inc()
+				return nil // taken by the publisher meanwhile, not yet counted out
+			}
 		}
 	}
 }
@@ -388,6 +402,7 @@ func (b *Bus) session(ctx context.Context) (err error) {
 				// Metrics take turns with a long spool, rather than wait.
 				select {
 				case m := <-b.metrics:
+					b.metBytes.Add(-int64(len(m.body)))
 					f, err := b.publish(ctx, ch, m)
 					if err != nil {
 						b.m.dropped.WithLabelValues(StreamMetrics, "unconfirmed").Inc()
@@ -434,6 +449,7 @@ func (b *Bus) session(ctx context.Context) (err error) {
 			}
 		case <-head:
 		case msg := <-metrics:
+			b.metBytes.Add(-int64(len(msg.body)))
 			f, err := b.publish(ctx, ch, msg)
 			if err != nil {
 				b.m.dropped.WithLabelValues(StreamMetrics, "unconfirmed").Inc()
