@@ -22,9 +22,17 @@ func TestPikaExample(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts rabbitmq-server")
 	}
-	py := testutil.LookPeer(t, "python3", "apt-get install python3")
-	if exec.Command(py, "-c", "import pika").Run() != nil {
-		testutil.MissingPeer(t, "python3 pika missing (apt-get install python3-pika)")
+	// Debian's python3-pika is in /usr/bin/python3's path, which another
+	// python3 on PATH (pyenv) may shadow.
+	py := ""
+	for _, p := range []string{"python3", "/usr/bin/python3"} {
+		if exec.Command(p, "-c", "import pika").Run() == nil {
+			py = p
+			break
+		}
+	}
+	if py == "" {
+		testutil.MissingPeer(t, "python3 with pika missing (apt-get install python3-pika)")
 	}
 	doc, err := os.ReadFile("../../docs/format/bus.md")
 	if err != nil {
@@ -59,6 +67,11 @@ func TestPikaExample(t *testing.T) {
 	d := []*metric.Desc{metric.NewDesc("node_load1", "", metric.Gauge), metric.NewDesc("node_load5", "", metric.Gauge)}
 	want := []string{"metrics.cn7 ", " 0.75", "cn7 slurmd err 3 Unable to contact slurm controller", "node_down cn7 cn7 is down"}
 	for end := time.Now().Add(15 * time.Second); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
+		// Forget the schema, so each tick carries it (the consumer may have
+		// bound its queue after the first).
+		b.mu.Lock()
+		clear(b.nodes)
+		b.mu.Unlock()
 		b.Tick("cn7", time.Now(), d, []float64{0.75, 0.5})
 		b.Logs([]logstore.Record{{Seq: 1, Time: time.Now(), Host: "cn7", App: "slurmd", Severity: 3, Pattern: 3, Text: "Unable to contact slurm controller"}})
 		b.Emit(events.Event{Time: time.Now(), Kind: events.KindNodeDown, Node: "cn7", Severity: events.SeverityCritical, Summary: "cn7 is down"})
