@@ -3,7 +3,6 @@ package bus
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -341,4 +340,3 @@ func BenchmarkBusLogs(b *testing.B) {
 	}
 }
 
-var _ = json.Marshal
