@@ -229,7 +229,7 @@ func BenchmarkBusMetrics20k(b *testing.B) {
 		done := make(chan struct{})
 		go func() { bs.Run(ctx); close(done) }()
 		tickBus := func(node string, t time.Time) { bs.Tick(node, t, tick.Descs, tick.Values) }
-		// Warm-up: every node's first tick carries its schema (13 KB).
+		// Warm-up: every node's first tick carries its schema (17 KB).
 		genFor(3, tickBus)
 		for len(bs.metrics) > 0 {
 			time.Sleep(100 * time.Millisecond)
