@@ -217,3 +217,72 @@ func TestBadCredentialsAndPermissions(t *testing.T) {
 		t.Errorf("the refused event should wait in the spool: %d waiting", n)
 	}
 }
+
+// TestBrokerBlocked: the broker's memory alarm (what consumers that never
+// ack lead to) blocks publishers. Ticks and logs handed to the bus meanwhile
+// never wait; the metrics buffer stays bounded and counts its drops; the
+// logs wait in the spool and all arrive once the alarm clears.
+func TestBrokerBlocked(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts rabbitmq-server")
+	}
+	br := rabbitmq.Start(t)
+	url := br.URL("guest", "guest")
+	durableQueue(t, url, "check", "logs.#")
+	b, err := New(Config{URL: url, MetricsBuffer: 100}, Options{DataDir: t.TempDir(), Registerer: prometheus.NewRegistry(), BackoffMax: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	for testutil.ToFloat64(b.m.connected) != 1 {
+		time.Sleep(50 * time.Millisecond)
+	}
+	br.Ctl("set_vm_memory_high_watermark", "0.0000001")
+	d := []*metric.Desc{metric.NewDesc("node_load1", "", metric.Gauge)}
+	// The broker blocks a connection when it next publishes.
+	for end := time.Now().Add(10 * time.Second); testutil.ToFloat64(b.m.blocked) != 1; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("vigil_bus_blocked did not become 1 under the memory alarm")
+		}
+		b.Tick("cn1", time.Now(), d, []float64{0})
+	}
+	drop0 := testutil.ToFloat64(b.m.dropped.WithLabelValues(StreamMetrics, "buffer_full"))
+	start := time.Now()
+	sent := 0
+	for i := range 1000 {
+		b.Tick("cn1", time.Now(), d, []float64{float64(i)})
+		if i%10 == 0 {
+			sent++
+			b.Logs([]logstore.Record{{Seq: uint64(sent), Time: time.Now(), Host: "cn1", App: "a", Severity: 6, Text: "m"}})
+		}
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("1000 ticks and 100 log batches took %s while blocked: the bus made them wait", took)
+	}
+	if n := len(b.metrics); n > 100 {
+		t.Errorf("metrics buffer holds %d, bound 100", n)
+	}
+	if dr := testutil.ToFloat64(b.m.dropped.WithLabelValues(StreamMetrics, "buffer_full")) - drop0; dr < 800 {
+		t.Errorf("%v metrics drops counted, want at least 800 of 1000 into a buffer of 100", dr)
+	}
+	br.Ctl("set_vm_memory_high_watermark", "0.4")
+	col := &collector{seqs: map[string][]int64{}}
+	cctx, ccancel := context.WithCancel(context.Background())
+	cdone := make(chan struct{})
+	go func() { col.run(cctx, url, "check"); close(cdone) }()
+	defer func() { ccancel(); <-cdone }()
+	for end := time.Now().Add(20 * time.Second); len(col.get(StreamLogs)) < sent; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("after the alarm cleared: %d of %d log messages arrived", len(col.get(StreamLogs)), sent)
+		}
+	}
+	for i, s := range col.get(StreamLogs) {
+		if s != int64(i+1) {
+			t.Fatalf("logs message %d has seq %d", i, s)
+		}
+	}
+}
