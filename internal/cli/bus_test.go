@@ -3,9 +3,11 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os/exec"
 	"regexp"
@@ -273,5 +275,24 @@ func waitFor(t *testing.T, d time.Duration, what string, ok func() bool, show fu
 			}
 			t.Fatalf("after %s: no %s", d, what)
 		}
+	}
+}
+
+func TestBusTailUsage(t *testing.T) {
+	ctx := context.Background()
+	for _, args := range [][]string{nil, {"head"}, {"tail"}, {"tail", "--amqp", "amqp://127.0.0.1:1/"}, {"tail", "--bind", "x"}, {"tail", "--amqp", "http://x/", "--bind", "#"}} {
+		err := runBus(ctx, args, io.Discard, io.Discard)
+		var ee *ExitError
+		if !errors.As(err, &ee) || ee.Code != 2 {
+			t.Errorf("vigil bus %q: %v, want a usage error", args, err)
+		}
+	}
+	// Nothing listens: a clear error at once, not a retry loop.
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close()
+	err := runBus(ctx, []string{"tail", "--amqp", "amqp://u:pw@" + addr + "/", "--bind", "logs.#"}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "amqp: connect to amqp://u:xxxxx@"+addr) {
+		t.Errorf("unreachable broker: %v", err)
 	}
 }
