@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -117,6 +118,12 @@ func TestE2EBus(t *testing.T) {
 		}
 	}
 	t.Logf("%d log messages (%d during the outage) in %d bus messages, each once", sent, outage, len(seqs))
+	// Events: the log miner's new pattern, from the event store.
+	waitFor(t, 10*time.Second, "events.log_new_pattern.* message", func() bool {
+		second.mu.Lock()
+		defer second.mu.Unlock()
+		return slices.ContainsFunc(second.events, func(k string) bool { return strings.HasPrefix(k, "events.log_new_pattern.") })
+	}, func() string { second.mu.Lock(); defer second.mu.Unlock(); return fmt.Sprint(second.events) })
 	// The tail followed the broker back and prints what comes after it
 	// bound its queue again.
 	after := sent
@@ -166,6 +173,7 @@ type secondConsumer struct {
 	lines    int
 	mseqs    []int64
 	tickTime []time.Time
+	events   []string // routing keys
 }
 
 func newSecondConsumer(t *testing.T, url string) *secondConsumer {
@@ -180,7 +188,7 @@ func newSecondConsumer(t *testing.T, url string) *secondConsumer {
 	if _, err := ch.QueueDeclare("second", true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"logs.#", "metrics.#"} {
+	for _, k := range []string{"logs.#", "metrics.#", "events.#"} {
 		if err := ch.QueueBind("second", k, bus.DefaultExchange, false, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -226,6 +234,8 @@ func (c *secondConsumer) consume(ctx context.Context, url string) {
 				c.texts[l.Text]++
 				c.lines++
 			}
+		case bus.StreamEvents:
+			c.events = append(c.events, d.RoutingKey)
 		case bus.StreamMetrics:
 			c.mseqs = append(c.mseqs, seq)
 			if m, err := bus.DecodeMetrics(d.Body); err == nil {
