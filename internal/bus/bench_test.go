@@ -339,4 +339,3 @@ func BenchmarkBusLogs(b *testing.B) {
 		b.ReportMetric(float64(total)/spooled.Seconds(), "logs/s-spooled")
 	}
 }
-
