@@ -34,8 +34,10 @@ const (
 	publishTimeout = 10 * time.Second
 	// schemaEvery resends a node's schema so late consumers learn it.
 	schemaEvery = time.Minute
-	// maxLogBatch bounds the messages of one logs message.
+	// maxLogBatch and maxLogBytes bound one logs message (a message of
+	// 64 KiB texts would otherwise reach 64 MiB).
 	maxLogBatch = 1000
+	maxLogBytes = 1 << 20
 	// maxNodes bounds the nodes whose schema is remembered.
 	maxNodes = 1 << 20
 	// maxBufferBytes bounds the metrics buffer's bodies.
@@ -227,7 +229,12 @@ func (b *Bus) Logs(recs []logstore.Record) {
 	for _, g := range order {
 		msgs := batches[g]
 		for len(msgs) > 0 {
-			n := min(len(msgs), maxLogBatch)
+			// At most maxLogBatch messages and about maxLogBytes a message.
+			n, size := 0, 0
+			for n < len(msgs) && n < maxLogBatch && (n == 0 || size < maxLogBytes) {
+				size += 200 + len(msgs[n].Text) + len(msgs[n].SD)
+				n++
+			}
 			body, err := json.Marshal(LogBatch{Messages: msgs[:n]})
 			msgs = msgs[n:]
 			if err == nil {

@@ -1,11 +1,16 @@
 package bus
 
 import (
+	"encoding/json"
+	"strings"
+
 	"errors"
 	"fmt"
 	"io"
 	"testing"
 	"time"
+
+	"github.com/vigil-hpc/vigil/internal/logs/logstore"
 
 	"github.com/vigil-hpc/vigil/internal/metric"
 )
@@ -192,4 +197,41 @@ func FuzzParseRecord(f *testing.F) {
 			t.Fatalf("record %+v from %d bytes", r, len(b))
 		}
 	})
+}
+
+// Logs cuts batches at 1000 messages and about 1 MiB, by severity and app.
+func TestLogsBatches(t *testing.T) {
+	s, err := openSpool(t.TempDir(), 1<<30, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	b := &Bus{m: newMetrics(nil), spool: s}
+	big := strings.Repeat("x", 60000)
+	var recs []logstore.Record
+	for i := range 2500 {
+		recs = append(recs, logstore.Record{Seq: uint64(i + 1), Host: "h", App: "a", Severity: 3, Text: "t"})
+	}
+	for range 40 {
+		recs = append(recs, logstore.Record{Host: "h", App: "b.c", Severity: 6, Text: big})
+	}
+	b.Logs(recs)
+	var keys []string
+	p := s.start()
+	for {
+		r, err := s.next(p)
+		if err != nil {
+			break
+		}
+		var lb LogBatch
+		if err := json.Unmarshal(r.body, &lb); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, fmt.Sprintf("%s:%d", r.key, len(lb.Messages)))
+		p = r.next
+	}
+	want := "[logs.err.a:1000 logs.err.a:1000 logs.err.a:500 logs.info.b_c:18 logs.info.b_c:18 logs.info.b_c:4]"
+	if fmt.Sprint(keys) != want {
+		t.Errorf("batches %v, want %s", keys, want)
+	}
 }
