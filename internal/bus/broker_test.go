@@ -221,7 +221,9 @@ func TestBadCredentialsAndPermissions(t *testing.T) {
 // TestBrokerBlocked: the broker's memory alarm (what consumers that never
 // ack lead to) blocks publishers. Ticks and logs handed to the bus meanwhile
 // never wait; the metrics buffer stays bounded and counts its drops; the
-// logs wait in the spool and all arrive once the alarm clears.
+// message in flight is never confirmed, so the connection is made again
+// (counted); the logs wait in the spool and all arrive once the alarm
+// clears.
 func TestBrokerBlocked(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts rabbitmq-server")
@@ -229,7 +231,8 @@ func TestBrokerBlocked(t *testing.T) {
 	br := rabbitmq.Start(t)
 	url := br.URL("guest", "guest")
 	durableQueue(t, url, "check", "logs.#")
-	b, err := New(Config{URL: url, MetricsBuffer: 100}, Options{DataDir: t.TempDir(), Registerer: prometheus.NewRegistry(), BackoffMax: time.Second})
+	b, err := New(Config{URL: url, MetricsBuffer: 100}, Options{DataDir: t.TempDir(), Registerer: prometheus.NewRegistry(), BackoffMax: time.Second,
+		ConfirmTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,6 +271,13 @@ func TestBrokerBlocked(t *testing.T) {
 	}
 	if dr := testutil.ToFloat64(b.m.dropped.WithLabelValues(StreamMetrics, "buffer_full")) - drop0; dr < 800 {
 		t.Errorf("%v metrics drops counted, want at least 800 of 1000 into a buffer of 100", dr)
+	}
+	// What was published as the alarm went off is never confirmed: the
+	// connection is given up and made again, counted.
+	for end := time.Now().Add(15 * time.Second); testutil.ToFloat64(b.m.confirmTimeouts) < 1; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("no vigil_bus_confirm_timeouts_total while the broker confirms nothing")
+		}
 	}
 	br.Ctl("set_vm_memory_high_watermark", "0.4")
 	col := &collector{seqs: map[string][]int64{}}
