@@ -25,8 +25,10 @@ import (
 
 // Tuning. Variables of a Bus, not of the package, so tests can shorten them.
 const (
-	// maxInFlight bounds the messages published and not yet confirmed.
-	maxInFlight = 4096
+	// maxInFlight and maxInFlightBytes bound the messages published and
+	// not yet confirmed: 20,000 a second confirmed in 0.5 s are 10,000.
+	maxInFlight      = 16384
+	maxInFlightBytes = 64 << 20
 	// confirmTimeout: a broker that confirms nothing for this long is
 	// taken as gone; the connection is dropped and made again.
 	confirmTimeout = 30 * time.Second
@@ -346,6 +348,7 @@ func (b *Bus) session(ctx context.Context) (err error) {
 	b.log.Info("bus connected", "broker", Redacted(b.cfg.URL), "exchange", b.cfg.exchange())
 
 	var q []inflight
+	inflightBytes := 0
 	// Unconfirmed messages of this session: spooled ones are read again
 	// from the spool next time; metrics are lost, counted.
 	defer func() {
@@ -370,6 +373,7 @@ func (b *Bus) session(ctx context.Context) (err error) {
 			}
 			f := q[0]
 			q = q[1:]
+			inflightBytes -= len(f.msg.body)
 			if f.dc.Acked() {
 				b.m.confirmed.WithLabelValues(f.msg.stream).Inc()
 				if f.msg.stream == StreamMetrics {
@@ -393,7 +397,7 @@ func (b *Bus) session(ctx context.Context) (err error) {
 			b.m.confirmTimeouts.Inc()
 			return fmt.Errorf("no confirm from the broker for %s", b.o.ConfirmTimeout)
 		}
-		room := !blocked && len(q) < maxInFlight
+		room := !blocked && len(q) < maxInFlight && inflightBytes < maxInFlightBytes
 		// The spool first: it is in order and what we promise not to lose.
 		if room && !spoolDone {
 			r, rerr := b.spool.next(rpos)
@@ -406,6 +410,7 @@ func (b *Bus) session(ctx context.Context) (err error) {
 					return err
 				}
 				q = append(q, f)
+				inflightBytes += len(msg.body)
 				// Metrics take turns with a long spool, rather than wait.
 				select {
 				case m := <-b.metrics:
@@ -416,6 +421,7 @@ func (b *Bus) session(ctx context.Context) (err error) {
 						return err
 					}
 					q = append(q, f)
+					inflightBytes += len(m.body)
 				default:
 				}
 				continue
@@ -463,6 +469,7 @@ func (b *Bus) session(ctx context.Context) (err error) {
 				return err
 			}
 			q = append(q, f)
+			inflightBytes += len(msg.body)
 		case <-notify:
 			spoolDone = false
 		case <-timer.C:
