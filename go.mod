@@ -7,6 +7,7 @@ require (
 	github.com/parquet-go/parquet-go v0.32.0
 	github.com/pelletier/go-toml/v2 v2.4.3
 	github.com/prometheus/exporter-toolkit v0.20.0
+	github.com/rabbitmq/amqp091-go v1.10.0
 )
 
 require (

@@ -58,7 +58,7 @@ func RegisterSection(name string, newDefault func() any) { sections[name] = newD
 // reserved tables belong to daemons that may not be linked into this
 // binary (the lean sampler); they are accepted unvalidated unless their
 // owner registered them.
-var reserved = []string{"server", "logs", "web", "alerts", "export"}
+var reserved = []string{"server", "logs", "web", "alerts", "export", "amqp"}
 
 // File is a decoded configuration file.
 type File struct {

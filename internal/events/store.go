@@ -51,6 +51,10 @@ type Options struct {
 	Logger       *slog.Logger
 	now          func() time.Time // tests
 	writeTimeout time.Duration    // tests; 0: 10s
+
+	// Stored, if set, is given every event once it is written, with its
+	// ID, on the writer goroutine (the bus spools them; docs/bus.md).
+	Stored Sink
 }
 
 // Store keeps events in append-only segment files under Dir with an index
@@ -519,6 +523,9 @@ func (s *Store) write(batch []Event) {
 		for i := range pending {
 			s.m.stored.WithLabelValues(pending[i].Kind).Inc()
 			s.publish(&pending[i])
+			if s.o.Stored != nil {
+				s.o.Stored.Emit(pending[i])
+			}
 		}
 		return true
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vigil-hpc/vigil/internal/alerting"
+	"github.com/vigil-hpc/vigil/internal/bus"
 	"github.com/vigil-hpc/vigil/internal/drain"
 	"github.com/vigil-hpc/vigil/internal/duration"
 	"github.com/vigil-hpc/vigil/internal/jobs"
@@ -153,6 +154,10 @@ type Config struct {
 	// DebugPprof serves Go's profiles under /debug/pprof/ on HTTP (behind
 	// its web config), for finding where memory and CPU go.
 	DebugPprof bool `toml:"debug_pprof"`
+
+	// AMQP publishes metrics, logs, events and jobs to RabbitMQ (package
+	// bus, docs/bus.md); from the file's [amqp] table and --amqp.
+	AMQP bus.Config `toml:"-"`
 }
 
 func init() {
@@ -248,16 +253,21 @@ func (c Config) validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.WireLimits.Validate())
+	if err := c.AMQP.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("amqp: %w", err))
+	}
 	return errors.Join(errs...)
 }
 
 // FromFile returns the [server] settings of f.
 func FromFile(f *config.File) *Config {
-	if c, ok := f.Sections["server"].(*Config); ok {
-		cp := *c
-		return &cp
-	}
 	c := DefaultConfig()
+	if sc, ok := f.Sections["server"].(*Config); ok {
+		c = *sc
+	}
+	if a, ok := f.Sections["amqp"].(*bus.Config); ok {
+		c.AMQP = *a
+	}
 	return &c
 }
 
@@ -380,6 +390,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&listFlag{p: &c.Rules}, "rules", "Prometheus rule file or glob to evaluate (repeatable; reloaded on SIGHUP and POST /-/reload)")
 	fs.Var(&listFlag{p: &c.Alertmanager}, "alertmanager", "send alerts to this Alertmanager URL, API v2 (repeatable, e.g. both of an HA pair)")
 	fs.Var(&c.RuleInterval, "rule-interval", "evaluate rule groups that set no interval this often (default 15s)")
+	fs.StringVar(&c.AMQP.URL, "amqp", c.AMQP.URL, "publish metrics, logs, events and jobs to this RabbitMQ broker, amqp://USER:PASS@HOST:PORT/VHOST (default: off; [amqp] table for the rest)")
 	fs.Var(&remoteWriteFlag{p: &c.RemoteWrite}, "remote-write", "also send what the tree streams in (--listen) to this Prometheus remote-write URL (repeatable or comma list; replaces the file's remote_write)")
 }
 

@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/vigil-hpc/vigil/internal/alerting"
+	"github.com/vigil-hpc/vigil/internal/bus"
 	"github.com/vigil-hpc/vigil/internal/drain"
 	"github.com/vigil-hpc/vigil/internal/events"
 	"github.com/vigil-hpc/vigil/internal/fabric"
@@ -32,6 +33,7 @@ import (
 	"github.com/vigil-hpc/vigil/internal/iorecords"
 	"github.com/vigil-hpc/vigil/internal/jobs"
 	"github.com/vigil-hpc/vigil/internal/jobs/report"
+	"github.com/vigil-hpc/vigil/internal/logs/logstore"
 	"github.com/vigil-hpc/vigil/internal/logs/logsvc"
 	"github.com/vigil-hpc/vigil/internal/logs/syslog"
 	"github.com/vigil-hpc/vigil/internal/query"
@@ -84,6 +86,7 @@ type Server struct {
 	stopStreams context.CancelFunc
 	closed      bool
 	expected    []string // the topology's nodes: down until they connect
+	bus         *bus.Bus // nil unless --amqp (docs/bus.md)
 
 	// iorec keeps the per-file I/O records the tree sends (docs/appio.md).
 	iorec *iorecords.Store
@@ -169,8 +172,15 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		MaxQueued: cfg.QueryMaxQueued, MaxQueryLength: cfg.QueryMaxLength, MaxResults: cfg.QueryMaxResults,
 		Registerer: s.reg,
 	})
-	s.events, err = events.Open(events.Options{Dir: filepath.Join(cfg.Data, "events"), Retention: cfg.EventsRetention.D(),
-		Registerer: s.reg, Logger: log.With("component", "events")})
+	eo := events.Options{Dir: filepath.Join(cfg.Data, "events"), Retention: cfg.EventsRetention.D(),
+		Registerer: s.reg, Logger: log.With("component", "events")}
+	if cfg.AMQP.Enabled() { // checked at start: a wrong URL or credentials fail here
+		if s.bus, err = bus.New(cfg.AMQP, bus.Options{DataDir: cfg.Data, Registerer: s.reg, Logger: log.With("component", "bus")}); err != nil {
+			return nil, errors.Join(err, s.Close())
+		}
+		eo.Stored = s.bus
+	}
+	s.events, err = events.Open(eo)
 	if err != nil {
 		return nil, errors.Join(err, s.Close())
 	}
@@ -227,7 +237,12 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	s.mux.Handle("GET /api/v1/status/remote_write", s.rwOut.Handler())
 	s.api.Register(s.mux)
 	if cfg.SyslogUDP != "" || cfg.SyslogTCP != "" || cfg.SyslogTLS != "" || cfg.SyslogRELP != "" {
+		var stored func([]logstore.Record)
+		if s.bus != nil {
+			stored = s.bus.Logs
+		}
 		s.logs, err = logsvc.New(logsvc.Config{
+			Stored:  stored,
 			UDPAddr: cfg.SyslogUDP, TCPAddr: cfg.SyslogTCP, TLSAddr: cfg.SyslogTLS,
 			TLSCert: cfg.SyslogTLSCert, TLSKey: cfg.SyslogTLSKey, RELPAddr: cfg.SyslogRELP,
 			DataDir: filepath.Join(cfg.Data, "logs"), Retention: cfg.LogsRetention.D(), MaxBytes: cfg.LogsMaxBytes,
@@ -353,6 +368,9 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 	g.Go(func() error { s.stragglers.run(gctx); return nil })
 	g.Go(func() error { s.health.Run(gctx); return nil })
 	g.Go(func() error { s.iorec.RetainEvery(gctx, time.Minute); return nil })
+	if s.bus != nil {
+		g.Go(func() error { return s.bus.Run(gctx) })
+	}
 	if len(s.cfg.remoteWrite()) > 0 {
 		// Remote write out sends what the tree and remote write in stored.
 		g.Go(func() error { return s.rwOut.Run(gctx) })
@@ -364,8 +382,12 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 			ist = s.rwOut.Tap(s.store)
 			offsets = s.rwOut.TapNodeGauges(s.store) // the clock offsets are the nodes' series too
 		}
+		taps := ingest.Taps{s.jobs, s.health}
+		if s.bus != nil {
+			taps = append(taps, s.bus)
+		}
 		h := ingest.NewWithOptions(ist, ingest.Options{Interval: s.cfg.Interval.D(), MaxClockOffset: s.cfg.MaxFuture.D(),
-			Offsets: offsets, Registerer: s.reg, Logger: s.log, Expected: s.expected, Tap: ingest.Taps{s.jobs, s.health}, Events: s.events})
+			Offsets: offsets, Registerer: s.reg, Logger: s.log, Expected: s.expected, Tap: taps, Events: s.events})
 		s.registerIngest(h)
 		g.Go(func() error { h.Run(gctx); return nil })
 		g.Go(func() error {
@@ -399,6 +421,9 @@ func (s *Server) Close() error {
 	}
 	if s.events != nil { // after its producers
 		errs = append(errs, s.events.Close())
+	}
+	if s.bus != nil { // after the logs and events it is fed from
+		errs = append(errs, s.bus.Close())
 	}
 	if s.rollup != nil {
 		errs = append(errs, s.rollup.Close())

@@ -64,6 +64,10 @@ type Config struct {
 	Metrics MetricsConfig
 	// Events takes an event for every new pattern; nil: events.Discard.
 	Events events.Sink
+	// Stored, if set, is given each group of records once stored, with
+	// their sequence numbers and patterns, under the commit lock; it must
+	// not keep recs (the bus spools them; docs/bus.md).
+	Stored func(recs []logstore.Record)
 }
 
 // Validate checks the configuration without touching the system.
@@ -388,6 +392,9 @@ func (s *Service) commitGroup(group []*commit) error {
 	s.accepted += uint64(len(recs))
 	for _, i := range fresh { // Append has set Seq
 		s.newPatternEvent(&recs[i], true)
+	}
+	if s.cfg.Stored != nil {
+		s.cfg.Stored(recs)
 	}
 	clear(recs) // drop references to the frames
 	return nil
