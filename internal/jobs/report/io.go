@@ -275,6 +275,9 @@ const (
 	smallWriteMax      = 1 << 10 // a small write is ≤ 1 KiB: the first two buckets
 	smallWriteShare    = 0.5     // more than half of the writes
 	smallWriteMinCount = 100_000 // and more than this many
+	smallReadMax       = 1 << 10 // reads likewise: ≤ 1 KiB
+	smallReadShare     = 0.5
+	smallReadMinCount  = 100_000
 	metaShareAbove     = 0.3     // metadata over 30 % of the time in I/O
 	metaMinSeconds     = 10      // and at least this long
 )
@@ -285,13 +288,21 @@ func ioNotes(x *IO) []string {
 		return nil
 	}
 	var out []string
-	small := 0
+	small, smallR := 0, 0
 	for i, le := range x.Buckets {
-		if b, err := strconv.ParseFloat(le, 64); err == nil && b <= smallWriteMax {
-			small = i + 1
+		if b, err := strconv.ParseFloat(le, 64); err == nil {
+			if b <= smallWriteMax {
+				small = i + 1
+			}
+			if b <= smallReadMax {
+				smallR = i + 1
+			}
 		}
 	}
 	for _, f := range x.FS {
+		if all, few := smallShare(f.ReadSizes, smallR); few > smallReadMinCount && few > smallReadShare*all {
+			out = append(out, fmt.Sprintf("%s reads of ≤ %s from %s (%s of its reads): read in larger blocks (or through a buffered stream)", count(few), size(smallReadMax), f.Mountpoint, pct(few/all)))
+		}
 		var all, few float64
 		for i, v := range f.WriteSizes {
 			all += v
@@ -349,6 +360,17 @@ func secs(v float64) string {
 		return time.Duration(v * float64(time.Second)).Round(time.Second).String()
 	}
 	return strconv.FormatFloat(v, 'f', 1, 64) + "s"
+}
+
+// smallShare is the accesses in sizes and those in its first small buckets.
+func smallShare(sizes []float64, small int) (all, few float64) {
+	for i, v := range sizes {
+		all += v
+		if i < small {
+			few += v
+		}
+	}
+	return all, few
 }
 
 // smallWriter is the listed file under mount with the most small writes,

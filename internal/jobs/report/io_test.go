@@ -262,3 +262,23 @@ func TestDecumulate(t *testing.T) {
 		}
 	}
 }
+
+// Small reads get their own advice, on the same terms as small writes.
+func TestIONotesSmallReads(t *testing.T) {
+	mk := func(small, big float64) *IO {
+		x := &IO{Buckets: slices.Clone(appio.BucketLabels[:])}
+		fs := IOFS{Mountpoint: "/scratch", ReadSizes: make([]float64, len(x.Buckets)), WriteSizes: make([]float64, len(x.Buckets))}
+		fs.ReadSizes[0], fs.ReadSizes[len(x.Buckets)-1] = small, big // ≤ 100 B, and the largest bucket
+		x.FS = []IOFS{fs}
+		return x
+	}
+	notes := strings.Join(ioNotes(mk(2_100_000, 1000)), "\n")
+	if want := "2.1 M reads of ≤ 1 KiB from /scratch (100 % of its reads): read in larger blocks"; !strings.Contains(notes, want) {
+		t.Errorf("notes lack %q:\n%s", want, notes)
+	}
+	for _, x := range []*IO{mk(90_000, 0), mk(200_000, 300_000)} { // too few; not most of the reads
+		if n := ioNotes(x); len(n) != 0 {
+			t.Errorf("unexpected notes %q", n)
+		}
+	}
+}
