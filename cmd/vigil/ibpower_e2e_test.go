@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"math"
 	"os"
 	"os/exec"
@@ -72,38 +71,8 @@ func TestE2EInfinibandPowerParity(t *testing.T) {
 	}
 
 	ne := testutil.LookPeer(t, "prometheus-node-exporter", "apt-get install prometheus-node-exporter")
-	var body string
-	var neErr bytes.Buffer
-	for attempt := 0; attempt < 3 && body == ""; attempt++ {
-		addr := freePort(t)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		neErr.Reset()
-		cmd := exec.CommandContext(ctx, ne, "--path.sysfs="+root+"/sys", "--path.procfs="+root+"/proc",
-			"--collector.disable-defaults", "--collector.infiniband", "--collector.rapl", "--web.listen-address="+addr)
-		cmd.Stderr = &neErr
-		if err := cmd.Start(); err != nil {
-			cancel()
-			t.Fatal(err)
-		}
-		exited := make(chan struct{})
-		go func() { cmd.Wait(); close(exited) }()
-		for i := 0; i < 100 && body == ""; i++ {
-			if b, err := scrape("http://" + addr + "/metrics"); err == nil {
-				body = b
-				break
-			}
-			select {
-			case <-exited:
-				i = 100
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-		cancel()
-		<-exited
-	}
-	if body == "" {
-		t.Fatalf("node_exporter did not answer; its stderr:\n%s", neErr.String())
-	}
+	body := scrapeNodeExporter(t, ne, []string{"--path.sysfs=" + root + "/sys", "--path.procfs=" + root + "/proc",
+		"--collector.disable-defaults", "--collector.infiniband", "--collector.rapl"}, 10*time.Second)
 	theirs := parseText(t, body)
 	for _, c := range []string{"infiniband", "rapl"} {
 		if v := theirs[`node_scrape_collector_success{collector="`+c+`"}`]; v != 1 {

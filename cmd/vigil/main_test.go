@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -274,30 +275,19 @@ func splitLabels(s string) []string {
 	return out
 }
 
-// TestE2ENodeExporterParity runs Debian's prometheus-node-exporter on the
-// same fixture tree and checks every value it reports for the collectors we
-// replace is reported by vigil with the same name, labels and value.
-func TestE2ENodeExporterParity(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end")
-	}
-	ne := testutil.LookPeer(t, "prometheus-node-exporter", "apt-get install prometheus-node-exporter")
-	root, _ := filepath.Abs("testdata/node1")
-	// A free port can be taken between our probe and node_exporter's bind,
-	// so try a few ports, and say why if node_exporter never answers.
+// scrapeNodeExporter runs node_exporter (ne) with args and a listen address,
+// scrapes it once and stops it. A free port can be taken between our probe
+// and node_exporter's bind, so it tries a few ports, and says why if
+// node_exporter never answers.
+func scrapeNodeExporter(t *testing.T, ne string, args []string, wait time.Duration) string {
+	t.Helper()
 	var body string
 	var neErr bytes.Buffer
 	for attempt := 0; attempt < 3 && body == ""; attempt++ {
 		addr := freePort(t)
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), wait+30*time.Second)
 		neErr.Reset()
-		args := []string{"--path.procfs=" + root + "/proc", "--path.sysfs=" + root + "/sys", "--path.rootfs=" + root,
-			"--collector.disable-defaults", "--no-collector.netdev.netlink", "--web.listen-address=" + addr,
-			"--collector.textfile.directory=" + root + "/textfile", "--collector.bcache.priorityStats"}
-		for _, c := range neCollectors {
-			args = append(args, "--collector."+c)
-		}
-		cmd := exec.CommandContext(ctx, ne, args...)
+		cmd := exec.CommandContext(ctx, ne, append(slices.Clone(args), "--web.listen-address="+addr)...)
 		cmd.Stderr = &neErr
 		if err := cmd.Start(); err != nil {
 			cancel()
@@ -305,14 +295,14 @@ func TestE2ENodeExporterParity(t *testing.T) {
 		}
 		exited := make(chan struct{})
 		go func() { cmd.Wait(); close(exited) }()
-		for i := 0; i < 300 && body == ""; i++ {
+		for deadline := time.Now().Add(wait); time.Now().Before(deadline); {
 			if b, err := scrape("http://" + addr + "/metrics"); err == nil {
 				body = b
 				break
 			}
 			select {
 			case <-exited:
-				i = 300
+				deadline = time.Time{}
 			case <-time.After(100 * time.Millisecond):
 			}
 		}
@@ -322,6 +312,25 @@ func TestE2ENodeExporterParity(t *testing.T) {
 	if body == "" {
 		t.Fatalf("node_exporter did not answer; its stderr:\n%s", neErr.String())
 	}
+	return body
+}
+
+// TestE2ENodeExporterParity runs Debian's prometheus-node-exporter on the
+// same fixture tree and checks every value it reports for the collectors we
+// replace is reported by vigil with the same name, labels and value.
+func TestE2ENodeExporterParity(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	ne := testutil.LookPeer(t, "prometheus-node-exporter", "apt-get install prometheus-node-exporter")
+	root, _ := filepath.Abs("testdata/node1")
+	args := []string{"--path.procfs=" + root + "/proc", "--path.sysfs=" + root + "/sys", "--path.rootfs=" + root,
+		"--collector.disable-defaults", "--no-collector.netdev.netlink",
+		"--collector.textfile.directory=" + root + "/textfile", "--collector.bcache.priorityStats"}
+	for _, c := range neCollectors {
+		args = append(args, "--collector."+c)
+	}
+	body := scrapeNodeExporter(t, ne, args, 30*time.Second)
 	theirs := parseText(t, body)
 	for _, c := range neCollectors {
 		// A collector that failed on the fixture would make its part of

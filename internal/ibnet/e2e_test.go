@@ -234,7 +234,7 @@ func TestE2ELinkDownUpAndGUIDChange(t *testing.T) {
 func TestE2EHelperDies(t *testing.T) {
 	helper := helperBinary(t)
 	sim := ibsim.Start(t, smallTree)
-	var logs syncBuf
+	var logs testutil.SyncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	s := New(Config{Helper: helper, Env: sim.Env(""), Dir: sim.Dir, MADTimeout: 50 * time.Millisecond, Retries: 0, Window: 8, Logger: log})
 	defer s.Close()
@@ -290,23 +290,6 @@ func TestE2EHelperDies(t *testing.T) {
 	if f[FailDiscover] < 2 {
 		t.Errorf("failures %v: every failed discovery counts", f)
 	}
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func strconvItoa(i int) string { return strconv.Itoa(i) }

@@ -1,7 +1,6 @@
 package lustre_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io/fs"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -211,7 +209,7 @@ func copyTree(t *testing.T, src string) string {
 // job_stats stops being sent at once.
 func TestTargetsComeAndGo(t *testing.T) {
 	root := copyTree(t, "testdata/v2_12")
-	var logs syncBuf
+	var logs testutil.SyncBuffer
 	p := lustre.New(config("%j"))
 	if err := p.Init(sampler.Env{FS: kernfs.NewFS(root), Logger: slog.New(slog.NewTextHandler(&logs, nil))}); err != nil {
 		t.Fatal(err)
@@ -269,23 +267,6 @@ func TestTargetsComeAndGo(t *testing.T) {
 	if n := strings.Count(logs.String(), "malformed"); n != 1 {
 		t.Errorf("malformed logged %d times, want once:\n%s", n, logs.String())
 	}
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // BenchmarkTick: a steady-state tick on each fixture tree, beside the
