@@ -8,10 +8,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
+
+	"github.com/vigil-hpc/vigil/internal/segfile"
 )
 
 // The spool keeps the messages of the logs, events and jobs streams on
@@ -98,17 +98,10 @@ func openSpool(dir string, limit int64, dropped func(string, int)) (*spool, erro
 	}
 	s := &spool{dir: dir, max: limit, segBytes: min(limit/8, 64<<20), notify: make(chan struct{}, 1), dropped: dropped}
 	s.segBytes = max(s.segBytes, 4096)
-	ents, err := os.ReadDir(dir)
+	ids, err := segfile.Numbered(dir, ".seg", 10)
 	if err != nil {
 		return nil, fmt.Errorf("bus spool: %w", err)
 	}
-	var ids []uint64
-	for _, e := range ents {
-		if id, err := strconv.ParseUint(strings.TrimSuffix(e.Name(), ".seg"), 10, 64); err == nil && strings.HasSuffix(e.Name(), ".seg") {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
 	for i, id := range ids {
 		seg, err := s.openSegment(id, i == len(ids)-1)
 		if err != nil {

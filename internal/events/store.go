@@ -11,13 +11,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vigil-hpc/vigil/internal/segfile"
 )
 
 // Defaults of Options fields left zero.
@@ -236,44 +236,16 @@ func segName(first uint64) string { return fmt.Sprintf("%016x%s", first, segSuff
 // load indexes every segment; a torn or corrupt tail of the newest one is
 // cut off (a crash mid-write), one of an older one is skipped and logged.
 func (s *Store) load() error {
-	des, err := os.ReadDir(s.o.Dir)
+	firsts, err := segfile.Numbered(s.o.Dir, segSuffix, 16)
 	if err != nil {
 		return fmt.Errorf("events: %w", err)
 	}
-	type named struct {
-		first uint64
-		path  string
-	}
-	var files []named
-	for _, de := range des {
-		name := de.Name()
-		if !de.Type().IsRegular() || !strings.HasSuffix(name, segSuffix) {
-			continue
-		}
-		first, err := strconv.ParseUint(strings.TrimSuffix(name, segSuffix), 16, 64)
-		if err != nil {
-			continue
-		}
-		files = append(files, named{first, filepath.Join(s.o.Dir, name)})
-	}
-	slices.SortFunc(files, func(a, b named) int { return cmpU64(a.first, b.first) })
-	for i, nf := range files {
-		last := i == len(files)-1
-		if err := s.loadSegment(nf.path, nf.first, last); err != nil {
+	for i, first := range firsts {
+		if err := s.loadSegment(filepath.Join(s.o.Dir, segName(first)), first, i == len(firsts)-1); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func (s *Store) loadSegment(path string, first uint64, last bool) error {

@@ -18,12 +18,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/vigil-hpc/vigil/internal/logging"
+	"github.com/vigil-hpc/vigil/internal/segfile"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -146,19 +145,10 @@ func Open(o Options) (*Store, error) {
 		return nil, fmt.Errorf("create io record directory: %w", err)
 	}
 	s := &Store{o: o, log: o.Logger, seed: maphash.MakeSeed(), seen: newDedup(o.Dedup)}
-	names, err := filepath.Glob(filepath.Join(o.Dir, "*.iorec"))
+	seqs, err := segfile.Numbered(o.Dir, ".iorec", 10)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("io records: %w", err)
 	}
-	var seqs []uint64
-	for _, n := range names {
-		seq, err := strconv.ParseUint(strings.TrimSuffix(filepath.Base(n), ".iorec"), 10, 64)
-		if err != nil {
-			continue // not ours
-		}
-		seqs = append(seqs, seq)
-	}
-	slices.Sort(seqs)
 	for i, seq := range seqs {
 		sg, err := s.load(seq, i == len(seqs)-1)
 		if err != nil {

@@ -278,8 +278,8 @@ const (
 	smallReadMax       = 1 << 10 // reads likewise: ≤ 1 KiB
 	smallReadShare     = 0.5
 	smallReadMinCount  = 100_000
-	metaShareAbove     = 0.3     // metadata over 30 % of the time in I/O
-	metaMinSeconds     = 10      // and at least this long
+	metaShareAbove     = 0.3 // metadata over 30 % of the time in I/O
+	metaMinSeconds     = 10  // and at least this long
 )
 
 // ioNotes advise on the job's application I/O.
