@@ -22,6 +22,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/hanwen/go-fuse/v2/splice"
 	"golang.org/x/sys/unix"
 
 	"github.com/vigil-hpc/vigil/internal/duration"
@@ -158,11 +159,14 @@ func New(cfg Config, log *slog.Logger) (*FS, error) {
 			Name:        "vigil-iofs",
 			DirectMount: true, // mount(2) as root; fusermount3 otherwise
 			// Under 1 MiB, so that read replies can be spliced.
-			MaxWrite:    maxRequest,
+			MaxWrite: maxRequest,
 			// Direct I/O on mmap'able files needs the kernel's consent.
 			ExtraCapabilities: fuse.CAP_DIRECT_IO_ALLOW_MMAP,
 			// Passthrough would hand reads to the kernel uncounted.
 			DisabledCapabilities: fuse.CAP_PASSTHROUGH,
+			// With a pipe-max-size below 1 MiB every splice would fail
+			// (and be logged); reads are then copied.
+			DisableSplice: splice.MaxPipeSize() < maxRequest+2*4096,
 		},
 		EntryTimeout:    &sec,
 		AttrTimeout:     &sec,
