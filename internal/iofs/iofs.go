@@ -188,7 +188,7 @@ func New(cfg Config, log *slog.Logger) (*FS, error) {
 	}
 	t.server = server
 	// With direct I/O every read() and write() reaches us as it is (cut
-	// at 1 MiB) instead of being absorbed by the page cache; mmap still
+	// at maxRequest) instead of being absorbed by the page cache; mmap still
 	// goes through the page cache, so page-ins arrive as reads. A kernel
 	// before 6.6 cannot mmap direct I/O files: there the page cache stays
 	// and we see its reads (readahead) instead of the calls.
