@@ -22,6 +22,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/hanwen/go-fuse/v2/splice"
 	"golang.org/x/sys/unix"
 
 	"github.com/vigil-hpc/vigil/internal/duration"
@@ -157,14 +158,15 @@ func New(cfg Config, log *slog.Logger) (*FS, error) {
 			FsName:      src,
 			Name:        "vigil-iofs",
 			DirectMount: true, // mount(2) as root; fusermount3 otherwise
-			MaxWrite:    fuse.MAX_KERNEL_WRITE,
+			// Under 1 MiB, so that read replies can be spliced.
+			MaxWrite: maxRequest,
 			// Direct I/O on mmap'able files needs the kernel's consent.
 			ExtraCapabilities: fuse.CAP_DIRECT_IO_ALLOW_MMAP,
 			// Passthrough would hand reads to the kernel uncounted.
 			DisabledCapabilities: fuse.CAP_PASSTHROUGH,
-			// Reads come back as data we read ourselves (exact counts):
-			// go-fuse's splice attempt would only add work for them.
-			DisableSplice: true,
+			// With a pipe-max-size below 1 MiB every splice would fail
+			// (and be logged); reads are then copied.
+			DisableSplice: splice.MaxPipeSize() < maxRequest+2*4096,
 		},
 		EntryTimeout:    &sec,
 		AttrTimeout:     &sec,
@@ -186,7 +188,7 @@ func New(cfg Config, log *slog.Logger) (*FS, error) {
 	}
 	t.server = server
 	// With direct I/O every read() and write() reaches us as it is (cut
-	// at 1 MiB) instead of being absorbed by the page cache; mmap still
+	// at maxRequest) instead of being absorbed by the page cache; mmap still
 	// goes through the page cache, so page-ins arrive as reads. A kernel
 	// before 6.6 cannot mmap direct I/O files: there the page cache stays
 	// and we see its reads (readahead) instead of the calls.
@@ -203,6 +205,11 @@ func New(cfg Config, log *slog.Logger) (*FS, error) {
 // serve mmap page-ins: the kernel's default of 128 KiB makes a mapped file
 // cost eight round trips a MiB.
 const readaheadKB = 1024
+
+// maxRequest caps read and write requests two pages under 1 MiB: go-fuse
+// splices a read reply through a pipe of data + header + one spare page,
+// which must fit the default pipe-max-size (1 MiB).
+const maxRequest = 1<<20 - 2*4096
 
 // raiseReadahead sets the mount's readahead (root only: the kernel offers
 // no way at mount time beyond 128 KiB; best effort).

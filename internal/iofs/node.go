@@ -199,17 +199,23 @@ func (h *handle) pid(ctx context.Context) uint32 {
 // PassthroughFd refuses kernel passthrough, which would bypass counting.
 func (h *handle) PassthroughFd() (int, bool) { return 0, false }
 
-// Read serves a read() or an mmap page-in. It reads into the request's
-// buffer rather than splicing, so the byte count is exact.
+// Read serves a read() or an mmap page-in. The data does not pass through
+// here: go-fuse splices it from h.fd after Read returns, so the time
+// counted is only this bookkeeping. (Counting in the result's Done, after
+// the reply, would let the reader's close be counted before its read.)
 func (h *handle) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	// The reply is spliced from the source file to /dev/fuse (one copy
+	// fewer than reading into buf); the count is what that splice will
+	// carry: the request cut at the file's end.
 	start := time.Now()
-	n, err := syscall.Pread(h.fd, buf, off)
-	ns := int64(time.Since(start))
-	if err != nil {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(h.fd, &st); err != nil {
 		return nil, fs.ToErrno(err)
 	}
+	n := int(max(0, min(int64(len(buf)), st.Size-off)))
+	ns := int64(time.Since(start))
 	h.fsys.table.access(h, h.pid(ctx), false, off, n, ns)
-	return fuse.ReadResultData(buf[:n]), 0
+	return fuse.ReadResultFd(uintptr(h.fd), off, n), 0
 }
 
 // Write serves a write() (or the writeback of a shared mapping).
