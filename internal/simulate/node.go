@@ -49,6 +49,7 @@ type Schema struct {
 	memFree, memAvail, anon, activeAnon, ibRx, ibTx int
 	jobsNode                                        [6]*metric.Desc // the jobs plugin's node series
 	health                                          *healthDescs    // the health plugin's, with SetFaults
+	rapl                                            *raplDescs      // the power plugin's
 }
 
 var cpuModes = [...]string{"user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"}
@@ -260,11 +261,12 @@ func NewSchema(cpus int) *Schema {
 	s.ibRx, s.ibTx = find("node_network_receive_bytes_total", "ib0"), find("node_network_transmit_bytes_total", "ib0")
 	s.jobsNode = jobsplugin.NodeDescs()
 	s.health = newHealthDescs()
+	s.rapl = newRaplDescs()
 	return s
 }
 
 // Len is the number of values per tick of a node built on s.
-func (s *Schema) Len() int { return s.cpus*len(cpuModes) + len(s.load) + len(s.specs) + 2*topProcs }
+func (s *Schema) Len() int { return s.cpus*len(cpuModes) + len(s.load) + len(s.specs) + 2*topProcs + 3 }
 
 // Node is one virtual sampler.
 type Node struct {
@@ -290,6 +292,7 @@ type Node struct {
 	jEnded       int // jobs ended on the node
 
 	health *nodeHealth // with SetFaults: the health plugin's checks
+	energy rapl        // RAPL counters, driven by the busy cores
 }
 
 const topProcs = 5
@@ -471,6 +474,7 @@ func (n *Node) Sample(t time.Time, dt time.Duration, b *metric.Batch) {
 		b.Add(p.cpu, float64(p.jiffies)/100)
 		b.Add(p.rss, float64(p.rssBytes))
 	}
+	n.energy.step(n.sch.rapl, running/float64(max(n.sch.cpus, 1)), dt, b)
 	if n.sched != nil {
 		n.jobSeries(job, step, used, b)
 	}
