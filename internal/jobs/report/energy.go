@@ -142,7 +142,11 @@ func energyNotes(e *Energy) []string {
 	}
 	// The total as a note too: notes are kept in the summary written at
 	// the job's end, the energy section is not.
-	out := []string{fmt.Sprintf("energy: the job used %s (%.2f kWh) on %d nodes", joules(e.Joules), e.Joules/3.6e6, len(e.Nodes))}
+	nodes := "nodes"
+	if len(e.Nodes) == 1 {
+		nodes = "node"
+	}
+	out := []string{fmt.Sprintf("energy: the job used %s (%.2f kWh) on %d %s", joules(e.Joules), e.Joules/3.6e6, len(e.Nodes), nodes)}
 	if e.Shared {
 		out = append(out, "energy: some nodes ran other jobs too; each such node's energy is split by this job's share of its CPUs (an estimate: power does not follow CPUs exactly)")
 	}
