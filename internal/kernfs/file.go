@@ -75,19 +75,25 @@ func (f *File) Read() ([]byte, error) {
 			return nil, err
 		}
 		f.f = fh
-		f.raw = false
-		if f.NonBlocking {
-			if sc, err := fh.SyscallConn(); err == nil {
-				_ = sc.Control(func(fd uintptr) { f.fd, f.raw = int(fd), onProcFS(int(fd)) })
-			}
+		f.raw, f.fd = false, -1
+		if sc, err := fh.SyscallConn(); err == nil {
+			_ = sc.Control(func(fd uintptr) {
+				f.fd = int(fd)
+				f.raw = f.NonBlocking && onProcFS(f.fd)
+			})
 		}
 	}
 	for {
 		var n int
 		var err error
-		if f.raw {
+		switch {
+		case f.raw:
 			n, err = rawPread(f.fd, f.buf)
-		} else {
+		case directPread && f.fd >= 0:
+			// One pread: os.File.ReadAt reads again until EOF when the
+			// first read is short, which is every read of a kernel file.
+			n, err = pread(f.fd, f.buf)
+		default:
 			n, err = f.f.ReadAt(f.buf, 0)
 		}
 		if err != nil && !errors.Is(err, io.EOF) {

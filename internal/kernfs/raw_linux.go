@@ -32,3 +32,17 @@ func rawPread(fd int, buf []byte) (int, error) {
 		return 0, e
 	}
 }
+
+// directPread: File.Read calls pread itself.
+const directPread = true
+
+// pread reads from offset 0 with a syscall the runtime knows of (it may
+// block: a driver's attribute), retrying EINTR.
+func pread(fd int, buf []byte) (int, error) {
+	for {
+		n, err := syscall.Pread(fd, buf, 0)
+		if err != syscall.EINTR {
+			return n, err
+		}
+	}
+}
