@@ -234,7 +234,7 @@ func TestPrometheus(t *testing.T) {
 	// The clock series reach Prometheus as the nodes' own.
 	var v promVector
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if v = promQuery(t, prom, "vigil_node_clock_offset_seconds", time.Now()); len(v.Data.Result) == 2 {
+		if v = promQuery(t, prom, `vigil_node_clock_offset_seconds{job="node"}`, time.Now()); len(v.Data.Result) == 2 {
 			break
 		}
 	}
