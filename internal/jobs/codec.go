@@ -18,6 +18,8 @@ const codecVersion = 1
 const (
 	hasSummary = 1 << iota
 	hasAppIO   // the summary's AppIO follows its notes
+	hasEnergy  // the summary's Energy follows (after AppIO)
+	hasLustre  // the summary's Lustre follows (after Energy)
 )
 
 var errShort = errors.New("record ends early")
@@ -94,6 +96,12 @@ func appendJob(b []byte, j *Job) []byte {
 		if len(j.Summary.AppIO) > 0 {
 			flags |= hasAppIO
 		}
+		if j.Summary.Energy != nil {
+			flags |= hasEnergy
+		}
+		if len(j.Summary.Lustre) > 0 {
+			flags |= hasLustre
+		}
 	}
 	b = binary.AppendUvarint(b, flags)
 	b = appendString(b, string(j.State))
@@ -146,6 +154,12 @@ func appendJob(b []byte, j *Job) []byte {
 		if len(s.AppIO) > 0 {
 			b = appendAppIO(b, s.AppIO[:min(len(s.AppIO), MaxAppIOFS)])
 		}
+		if s.Energy != nil {
+			b = appendEnergy(b, s.Energy, j.Nodes)
+		}
+		if len(s.Lustre) > 0 {
+			b = appendLustre(b, s.Lustre[:min(len(s.Lustre), MaxLustreFS)])
+		}
 	}
 	return b
 }
@@ -175,6 +189,102 @@ func appendAppIO(b []byte, fs []AppIOFS) []byte {
 		}
 	}
 	return b
+}
+
+// appendEnergy appends the energy section, joules in millijoules, at most
+// MaxEnergyNodes nodes and missing names (the rest counted as folded).
+func appendEnergy(b []byte, e *Energy, nodes []string) []byte {
+	b = binary.AppendUvarint(b, millis(e.Joules))
+	b = binary.AppendUvarint(b, millis(e.NodeJoules))
+	shared := uint64(0)
+	if e.Shared {
+		shared = 1
+	}
+	b = binary.AppendUvarint(b, shared)
+	kept := e.Nodes[:min(len(e.Nodes), MaxEnergyNodes)]
+	b = binary.AppendUvarint(b, nonNeg(int64(e.Folded)+int64(len(e.Nodes)-len(kept))))
+	b = binary.AppendUvarint(b, uint64(len(kept)))
+	for _, n := range kept {
+		b = appendNodeRef(b, n.Node, nodes)
+		b = binary.AppendUvarint(b, millis(n.Joules))
+		b = binary.AppendUvarint(b, millis(n.NodeJoules))
+		b = binary.AppendUvarint(b, frac(n.Share))
+		b = appendString(b, n.Source)
+	}
+	missing := e.Missing[:min(len(e.Missing), MaxEnergyNodes)]
+	b = binary.AppendUvarint(b, nonNeg(int64(e.MissingFolded)+int64(len(e.Missing)-len(missing))))
+	b = binary.AppendUvarint(b, uint64(len(missing)))
+	for _, n := range missing {
+		b = appendNodeRef(b, n, nodes)
+	}
+	return b
+}
+
+func (d *decoder) energy(nodes []string, intern func([]byte) string) *Energy {
+	e := &Energy{}
+	e.Joules = float64(clampInt64(d.uvarint())) / 1000
+	e.NodeJoules = float64(clampInt64(d.uvarint())) / 1000
+	e.Shared = d.uvarint() != 0
+	e.Folded = clampInt(d.uvarint())
+	if n := d.count(MaxEnergyNodes); n > 0 {
+		e.Nodes = make([]NodeEnergy, n)
+		for i := range e.Nodes {
+			ne := &e.Nodes[i]
+			ne.Node = d.nodeRef(nodes, intern)
+			ne.Joules = float64(clampInt64(d.uvarint())) / 1000
+			ne.NodeJoules = float64(clampInt64(d.uvarint())) / 1000
+			ne.Share = unfrac(d.uvarint())
+			ne.Source = d.str(intern)
+		}
+	}
+	e.MissingFolded = clampInt(d.uvarint())
+	if n := d.count(MaxEnergyNodes); n > 0 {
+		e.Missing = make([]string, n)
+		for i := range e.Missing {
+			e.Missing[i] = d.nodeRef(nodes, intern)
+		}
+	}
+	return e
+}
+
+// appendLustre appends the Lustre file systems (figures as whole counts).
+func appendLustre(b []byte, fs []LustreFS) []byte {
+	b = binary.AppendUvarint(b, uint64(len(fs)))
+	for _, f := range fs {
+		b = appendString(b, f.FS)
+		for _, v := range [...]float64{f.ReadBytes, f.WriteBytes, f.Reads, f.Writes, f.MetadataOps, f.OSTOps} {
+			b = binary.AppendUvarint(b, whole(v))
+		}
+		b = binary.AppendUvarint(b, nonNeg(int64(f.OSTs)))
+		b = binary.AppendUvarint(b, nonNeg(int64(f.MDTs)))
+	}
+	return b
+}
+
+func (d *decoder) lustre(intern func([]byte) string) []LustreFS {
+	n := d.count(MaxLustreFS)
+	if n == 0 {
+		return nil
+	}
+	fs := make([]LustreFS, n)
+	for i := range fs {
+		f := &fs[i]
+		f.FS = d.str(intern)
+		for _, p := range [...]*float64{&f.ReadBytes, &f.WriteBytes, &f.Reads, &f.Writes, &f.MetadataOps, &f.OSTOps} {
+			*p = float64(clampInt64(d.uvarint()))
+		}
+		f.OSTs = clampInt(d.uvarint())
+		f.MDTs = clampInt(d.uvarint())
+	}
+	return fs
+}
+
+// whole is a non-negative count rounded to a whole number.
+func whole(v float64) uint64 {
+	if !(v > 0) || math.IsInf(v, 0) {
+		return 0
+	}
+	return uint64(min(math.Round(v), float64(math.MaxInt64)))
 }
 
 // millis is a non-negative number of seconds in whole milliseconds.
@@ -365,6 +475,12 @@ func decodeJob(b []byte, intern func([]byte) string) (*Job, error) {
 		}
 		if flags&hasAppIO != 0 {
 			s.AppIO = d.appIO(intern)
+		}
+		if flags&hasEnergy != 0 {
+			s.Energy = d.energy(j.Nodes, intern)
+		}
+		if flags&hasLustre != 0 {
+			s.Lustre = d.lustre(intern)
 		}
 		j.Summary = s
 	}

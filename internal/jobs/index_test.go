@@ -28,6 +28,14 @@ func sampleJob(id string) *Job {
 			AppIO: []AppIOFS{{Mountpoint: "/scratch", FSType: "lustre", ReadBytes: 1 << 33, WriteBytes: 12 << 30,
 				Calls: [len(AppIOCallOps)]int64{1, 1, 100, 240000, 0, 2, 5, 0, 3}, ReadSeconds: 1.5, WriteSeconds: 60.25, MetaSeconds: 0.001,
 				Sequential: 240050, Random: 50, ReadSizes: [AppIOBuckets]int64{0, 0, 0, 0, 100}, WriteSizes: [AppIOBuckets]int64{0, 240000}}},
+			Energy: &Energy{Joules: 348012.5, NodeJoules: 696025, Shared: true, Folded: 3, MissingFolded: 1,
+				Nodes: []NodeEnergy{
+					{Node: "cn0411", Joules: 174006.25, NodeJoules: 348012.5, Share: 0.5, Source: "rapl"},
+					{Node: "cn0999", Joules: 174006.25, NodeJoules: 348012.5, Share: 0.5, Source: "hwmon_power"},
+				},
+				Missing: []string{"cn0412"}},
+			Lustre: []LustreFS{{FS: "scratch", ReadBytes: 1 << 40, WriteBytes: 3 << 30, Reads: 1e6, Writes: 3072, MetadataOps: 17, OSTOps: 2, OSTs: 8, MDTs: 1},
+				{FS: "home", Reads: 1, MDTs: 2}},
 		},
 	}
 }

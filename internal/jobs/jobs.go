@@ -94,7 +94,73 @@ type Summary struct {
 	// AppIO is the job's application I/O (libvigilio, vigil iofs) per file
 	// system, busiest first, at most MaxAppIOFS.
 	AppIO []AppIOFS `json:"app_io,omitempty"`
+	// Energy and Lustre are the report's sections of those names, kept so
+	// the report shows them after the raw samples expire (Energy's nodes
+	// at most MaxEnergyNodes, Lustre at most MaxLustreFS).
+	Energy *Energy    `json:"energy,omitempty"`
+	Lustre []LustreFS `json:"lustre,omitempty"`
 }
+
+// Energy is the job's share of its nodes' energy over its run.
+type Energy struct {
+	// Joules is the job's share summed over its nodes; NodeJoules the
+	// nodes' whole energy over the run.
+	Joules     float64 `json:"joules"`
+	NodeJoules float64 `json:"node_joules"`
+	// Shared: on some node the job had only part of the CPUs, and that
+	// node's energy is split by the job's share of them.
+	Shared bool         `json:"shared"`
+	Nodes  []NodeEnergy `json:"nodes"`
+	// Folded counts the nodes left out of Nodes in a stored summary
+	// (their energy is in the totals).
+	Folded int `json:"folded,omitempty"`
+	// Missing lists the job's nodes without any energy series;
+	// MissingFolded counts those a stored summary left out of it.
+	Missing       []string `json:"missing,omitempty"`
+	MissingFolded int      `json:"missing_folded,omitempty"`
+}
+
+// MaxEnergyNodes bounds the nodes (and missing nodes) a Summary's Energy
+// lists: a 10,000-node job would otherwise take ~300 kB per record.
+const MaxEnergyNodes = 64
+
+// NodeEnergy is one node's part.
+type NodeEnergy struct {
+	Node       string  `json:"node"`
+	Joules     float64 `json:"joules"`      // the job's share
+	NodeJoules float64 `json:"node_joules"` // the whole node
+	// Share is the job's CPUs over the node's (1: the whole node, also
+	// when the node's CPU count is not known).
+	Share float64 `json:"share"`
+	// Source is what measured it: "rapl" (CPU packages and DRAM),
+	// "hwmon_energy" (hwmon energy counters), "hwmon_power" (hwmon power
+	// meters, averaged over the run).
+	Source string `json:"source"`
+}
+
+// LustreFS is what the Lustre servers counted for the job on one file
+// system (the lustre plugin's lustre_job_* series from the OSTs' and
+// MDTs' job_stats), summed over its targets. The servers know the job by
+// the id the clients' jobid_var/jobid_name gave its requests, which the
+// plugin maps to the Slurm job id (docs/lustre.md).
+type LustreFS struct {
+	FS         string  `json:"fs"`
+	ReadBytes  float64 `json:"read_bytes"`
+	WriteBytes float64 `json:"write_bytes"`
+	// Reads and Writes are the read and write requests (RPCs) the OSTs
+	// served for the job.
+	Reads  float64 `json:"reads"`
+	Writes float64 `json:"writes"`
+	// MetadataOps are the MDT operations (open, close, getattr, mkdir, …),
+	// OSTOps the other object operations (punch, setattr, sync, …).
+	MetadataOps float64 `json:"metadata_ops"`
+	OSTOps      float64 `json:"ost_ops"`
+	OSTs        int     `json:"osts"`
+	MDTs        int     `json:"mdts"`
+}
+
+// MaxLustreFS bounds the file systems a report and a Summary list.
+const MaxLustreFS = 64
 
 // AppIOCallOps are the operations AppIOFS.Calls counts, in its order (the
 // op label of vigil_appio_calls_total).

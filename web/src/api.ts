@@ -288,6 +288,7 @@ export interface JobReport {
   series: Record<string, ReportSeries> | null;
   io?: JobIO | null; // application I/O, when the job has appio series
   energy?: unknown; // checked by energy.ts's validEnergy
+  lustre?: unknown; // checked by lustre.ts's validLustre
 }
 
 // listJobs asks the index (newest first); params: user, state, partition,

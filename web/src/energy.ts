@@ -15,6 +15,7 @@ export interface JobEnergy {
   shared: boolean;
   nodes: NodeEnergy[];
   missing?: string[];
+  folded?: number; // nodes a stored summary left out of nodes (in the totals)
 }
 
 const num = (v: unknown): number => (typeof v === "number" && Number.isFinite(v) && v > 0 ? v : 0);
@@ -30,7 +31,8 @@ export function validEnergy(x: unknown): JobEnergy | null {
   }));
   if (nodes.length === 0) return null;
   const missing = Array.isArray(e.missing) ? e.missing.filter((m) => typeof m === "string").slice(0, 2000) : [];
-  return { joules: num(e.joules), node_joules: num(e.node_joules), shared: e.shared === true, nodes, missing };
+  return { joules: num(e.joules), node_joules: num(e.node_joules), shared: e.shared === true, nodes, missing,
+    folded: Math.floor(num(e.folded)) };
 }
 
 // formatJoules: J, kJ, MJ, GJ with three significant digits.
@@ -54,5 +56,6 @@ export function energySection(e: JobEnergy | null, run: { start: number; end: nu
       h("thead", null, h("tr", null, ["node", "CPU share", "job", "node total", "source"].map((c) => h("th", null, c)))),
       h("tbody", null, e.nodes.map((n) => h("tr", { "data-node": n.node },
         h("td", null, n.node), h("td.num", null, `${Math.round(n.share * 100)} %`),
-        h("td.num", null, formatJoules(n.joules)), h("td.num", null, formatJoules(n.node_joules)), h("td", null, n.source))))));
+        h("td.num", null, formatJoules(n.joules)), h("td.num", null, formatJoules(n.node_joules)), h("td", null, n.source))))),
+    e.folded ? h("p.muted", null, `${e.folded} more nodes are in the totals but not listed (the stored summary keeps 64).`) : null);
 }

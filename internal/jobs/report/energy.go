@@ -1,41 +1,22 @@
 package report
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/vigil-hpc/vigil/internal/jobs"
 )
 
-// Energy is the job's share of its nodes' energy over its run.
-type Energy struct {
-	// Joules is the job's share summed over its nodes; NodeJoules the
-	// nodes' whole energy over the run.
-	Joules     float64 `json:"joules"`
-	NodeJoules float64 `json:"node_joules"`
-	// Shared: on some node the job had only part of the CPUs, and that
-	// node's energy is split by the job's share of them.
-	Shared bool         `json:"shared"`
-	Nodes  []NodeEnergy `json:"nodes"`
-	// Missing lists the job's nodes without any energy series.
-	Missing []string `json:"missing,omitempty"`
-}
+// Energy is the job's share of its nodes' energy (kept in its Summary).
+type Energy = jobs.Energy
 
 // NodeEnergy is one node's part.
-type NodeEnergy struct {
-	Node       string  `json:"node"`
-	Joules     float64 `json:"joules"`      // the job's share
-	NodeJoules float64 `json:"node_joules"` // the whole node
-	// Share is the job's CPUs over the node's (1: the whole node, also
-	// when the node's CPU count is not known).
-	Share float64 `json:"share"`
-	// Source is what measured it: "rapl" (CPU packages and DRAM),
-	// "hwmon_energy" (hwmon energy counters), "hwmon_power" (hwmon power
-	// meters, averaged over the run).
-	Source string `json:"source"`
-}
+type NodeEnergy = jobs.NodeEnergy
 
 // energySources are tried in order for each node: the first that has
 // series for the node gives its energy. RAPL leaves out the duplicate
@@ -140,8 +121,6 @@ func energyNotes(e *Energy) []string {
 	if e == nil {
 		return nil
 	}
-	// The total as a note too: notes are kept in the summary written at
-	// the job's end, the energy section is not.
 	nodes := "nodes"
 	if len(e.Nodes) == 1 {
 		nodes = "node"
@@ -157,8 +136,8 @@ func energyNotes(e *Energy) []string {
 	if srcs["rapl"] {
 		out = append(out, "energy: RAPL measures the CPU packages and memory only, not GPUs, disks, fans or power-supply losses")
 	}
-	if len(e.Missing) > 0 {
-		out = append(out, fmt.Sprintf("energy: no power series from %d of the job's nodes (%s); their energy is not counted", len(e.Missing), list(e.Missing)))
+	if n := len(e.Missing) + e.MissingFolded; n > 0 {
+		out = append(out, fmt.Sprintf("energy: no power series from %d of the job's nodes (%s); their energy is not counted", n, list(e.Missing)))
 	}
 	return out
 }
@@ -176,6 +155,9 @@ func writeEnergy(b *strings.Builder, e *Energy, elapsed time.Duration) {
 	fmt.Fprintf(b, "  %-16s %6s %12s %12s  %s\n", "node", "share", "job", "node", "source")
 	for _, n := range e.Nodes {
 		fmt.Fprintf(b, "  %-16s %6s %12s %12s  %s\n", n.Node, pct(n.Share), joules(n.Joules), joules(n.NodeJoules), n.Source)
+	}
+	if e.Folded > 0 {
+		fmt.Fprintf(b, "  (%d more nodes, in the totals, not kept in the summary)\n", e.Folded)
 	}
 }
 
@@ -209,4 +191,27 @@ func jobEnergy(ctx context.Context, q Querier, r *Report, per map[string]*nodeAc
 	}
 	slices.SortFunc(nodes, compareNodes)
 	return energyFromStore(ctx, q, r.Job.ID, nodes, cpus, start, end, step)
+}
+
+// summaryEnergy is e bounded for the job's Summary: at most
+// jobs.MaxEnergyNodes nodes (the largest parts) and missing names.
+func summaryEnergy(e *Energy) *Energy {
+	if e == nil {
+		return nil
+	}
+	c := *e
+	if len(e.Nodes) > jobs.MaxEnergyNodes {
+		big := slices.Clone(e.Nodes)
+		slices.SortStableFunc(big, func(a, b NodeEnergy) int { return cmp.Compare(b.Joules, a.Joules) })
+		c.Nodes = big[:jobs.MaxEnergyNodes]
+		slices.SortFunc(c.Nodes, func(a, b NodeEnergy) int { return compareNodes(a.Node, b.Node) })
+		c.Folded += len(e.Nodes) - jobs.MaxEnergyNodes
+	} else {
+		c.Nodes = slices.Clone(e.Nodes)
+	}
+	if len(e.Missing) > jobs.MaxEnergyNodes {
+		c.Missing = slices.Clone(e.Missing[:jobs.MaxEnergyNodes])
+		c.MissingFolded += len(e.Missing) - jobs.MaxEnergyNodes
+	}
+	return &c
 }

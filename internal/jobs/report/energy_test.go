@@ -125,6 +125,14 @@ func TestReportEnergy(t *testing.T) {
 	if !bytes.Contains(js, []byte(`"energy":{"joules":`)) || !bytes.Contains(js, []byte(`"source":"hwmon_power"`)) {
 		t.Errorf("JSON lacks the energy section: %s", js)
 	}
+	// Once the samples expire the kept summary gives the same section.
+	again := fromKeptSummary(t, r)
+	if again.Energy == nil || !close(again.Energy.Joules, e.Joules) || len(again.Energy.Nodes) != 3 || again.Energy.Nodes[2].Source != "hwmon_power" {
+		t.Fatalf("energy from the summary %+v, want %+v", again.Energy, e)
+	}
+	if got := sectionText(t, again, "Energy"); got != block {
+		t.Errorf("energy block from the summary:\n%s\nfrom the samples:\n%s", got, block)
+	}
 }
 
 // Without power series the report has no energy section, and says nothing

@@ -6,31 +6,16 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/vigil-hpc/vigil/internal/jobs"
 )
 
 // LustreFS is what the Lustre servers counted for the job on one file
-// system (the lustre plugin's lustre_job_* series from the OSTs' and
-// MDTs' job_stats), summed over its targets. The servers know the job by
-// the id the clients' jobid_var/jobid_name gave its requests, which the
-// plugin maps to the Slurm job id (docs/lustre.md).
-type LustreFS struct {
-	FS         string  `json:"fs"`
-	ReadBytes  float64 `json:"read_bytes"`
-	WriteBytes float64 `json:"write_bytes"`
-	// Reads and Writes are the read and write requests (RPCs) the OSTs
-	// served for the job.
-	Reads  float64 `json:"reads"`
-	Writes float64 `json:"writes"`
-	// MetadataOps are the MDT operations (open, close, getattr, mkdir, …),
-	// OSTOps the other object operations (punch, setattr, sync, …).
-	MetadataOps float64 `json:"metadata_ops"`
-	OSTOps      float64 `json:"ost_ops"`
-	OSTs        int     `json:"osts"`
-	MDTs        int     `json:"mdts"`
-}
+// system (kept in its Summary).
+type LustreFS = jobs.LustreFS
 
 // maxLustreFS bounds the file systems a report lists.
-const maxLustreFS = 64
+const maxLustreFS = jobs.MaxLustreFS
 
 // lustreFS is the file system of a server target ("scratch-OST0001" →
 // "scratch"), "" when the name is not a target's.

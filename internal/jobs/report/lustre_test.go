@@ -94,6 +94,14 @@ func TestReportLustre(t *testing.T) {
 	if !strings.Contains(txt.String(), "Lustre") || !strings.Contains(txt.String(), "work ") {
 		t.Errorf("text report without the Lustre block:\n%s", txt.String())
 	}
+	// Once the samples expire the kept summary gives the same section.
+	again := fromKeptSummary(t, r)
+	if len(again.Lustre) != 1 || again.Lustre[0] != want {
+		t.Fatalf("lustre section from the summary %+v, want [%+v]", again.Lustre, want)
+	}
+	if got, was := sectionText(t, again, "Lustre"), sectionText(t, r, "Lustre"); got != was {
+		t.Errorf("lustre block from the summary:\n%s\nfrom the samples:\n%s", got, was)
+	}
 
 	// Another job of the same servers is not mixed in, and a job the
 	// servers never saw has no section.

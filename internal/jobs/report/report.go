@@ -120,6 +120,8 @@ func Build(ctx context.Context, q Querier, job jobs.Job, now time.Time) (*Report
 		r.Source = "summary"
 		r.Stragglers = stragglersFromNames(job.ID, job.Summary.Stragglers)
 		r.IO = ioFromSummary(job.Summary.AppIO)
+		r.Energy = job.Summary.Energy
+		r.Lustre = job.Summary.Lustre
 	}
 	if job.ID == "" || start.IsZero() || !end.After(start) || q == nil {
 		r.finish()
@@ -466,6 +468,8 @@ func fromStore(ctx context.Context, q Querier, r *Report, start, end time.Time) 
 	r.Summary = s
 	r.Summary.Notes = append(append(notes(r), ioNotes(r.IO)...), energyNotes(r.Energy)...)
 	r.Summary.AppIO = summaryIO(r.IO)
+	r.Summary.Energy = summaryEnergy(r.Energy)
+	r.Summary.Lustre = slices.Clone(r.Lustre)
 	return true, nil
 }
 

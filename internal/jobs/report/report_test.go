@@ -371,3 +371,57 @@ func TestCPUTail(t *testing.T) {
 		})
 	}
 }
+
+// fromKeptSummary stores r's summary with its job in a jobs index on disk,
+// reads it back and builds the job's report again from it alone (an empty
+// store: the raw samples expired).
+func fromKeptSummary(t *testing.T, r *Report) *Report {
+	t.Helper()
+	dir := t.TempDir()
+	x, err := jobs.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := r.Job
+	sum := r.Summary
+	job.Summary = &sum
+	if err := x.Upsert(&job); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if x, err = jobs.Open(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	kept, err := x.Get(job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, empty := newStore(t)
+	again, err := Build(context.Background(), empty, *kept, t0.Add(400*24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Source != "summary" {
+		t.Fatalf("source %q, want summary", again.Source)
+	}
+	return again
+}
+
+// sectionText is the text report's block titled title.
+func sectionText(t *testing.T, r *Report, title string) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := WriteText(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	text := buf.String()
+	i := strings.Index(text, title+"\n")
+	if i < 0 {
+		t.Fatalf("no %s block in\n%s", title, text)
+	}
+	block, _, _ := strings.Cut(text[i:], "Notes")
+	return block
+}

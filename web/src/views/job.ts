@@ -4,6 +4,7 @@ import { h, type ViewContext } from "../dom";
 import { formatValue } from "../format";
 import { callsOf, fileCalls, filesBy, histogram, ioMetrics, ioShares, validIO, type FileRanking, type IOFiles, type JobIO } from "../appio";
 import { energySection, validEnergy } from "../energy";
+import { lustreSection, validLustre } from "../lustre";
 import { refreshMs, refreshPicker } from "./timepicker";
 import { jobFabric } from "./fabric";
 import { bandColumns, formatEfficiency, hasSeries, jobTimes, jobsParams, reportMetrics, runTime, stragglers } from "../jobs";
@@ -115,6 +116,7 @@ function render(el: HTMLElement, rep: JobReport, charts: BandChart[], state: { e
       "The raw samples of this job have expired (or none were stored): the figures above come from its stored summary.") : grid,
     ioSection(validIO(rep.io)),
     energySection(validEnergy(rep.energy), jobTimes(j, now)),
+    lustreSection(validLustre(rep.lustre)),
     perNode(sum, flagged),
   ].filter((x): x is HTMLElement => x !== null));
   if (expired) return;
