@@ -60,22 +60,7 @@ func TestE2EIOTop(t *testing.T) {
 	lib := libvigilio(t)
 	for _, via := range []string{"direct", "aggregator"} {
 		t.Run(via, func(t *testing.T) {
-			dir := t.TempDir()
-			httpAddr, wireAddr := freePort(t), freePort(t)
-			srv := start(t, "server", "server", "--http", httpAddr, "--listen", wireAddr, "--data", filepath.Join(dir, "data"),
-				"--interval", "1s", "--disable-rollups")
-			upstream := wireAddr
-			if via == "aggregator" {
-				upstream = startAggregator(t, "agg", wireAddr).listen
-			}
-			sock := filepath.Join(dir, "appio.sock")
-			cfg := filepath.Join(dir, "vigil.toml")
-			if err := os.WriteFile(cfg, []byte(fmt.Sprintf("[plugins.appio]\nsocket = %q\n", sock)), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			start(t, "sampler", "sampler", "--config", cfg, "--root", "/", "--upstream", upstream,
-				"--listen", freePort(t), "--node", "iotest", "--interval", "1s")
-			waitFor(t, 15*time.Second, "the appio socket", func() bool { _, err := os.Stat(sock); return err == nil })
+			dir, httpAddr, wireAddr, sock, srv := startIOTree(t, via)
 
 			out := filepath.Join(dir, "x")
 			dd := exec.Command("dd", "if=/dev/zero", "of="+out, "bs=1k", "count=100000")
@@ -175,22 +160,7 @@ func TestE2EIOTopLatency(t *testing.T) {
 	py := findPython(t)
 	for _, via := range []string{"direct", "aggregator"} {
 		t.Run(via, func(t *testing.T) {
-			dir := t.TempDir()
-			httpAddr, wireAddr := freePort(t), freePort(t)
-			start(t, "server", "server", "--http", httpAddr, "--listen", wireAddr, "--data", filepath.Join(dir, "data"),
-				"--interval", "1s", "--disable-rollups")
-			upstream := wireAddr
-			if via == "aggregator" {
-				upstream = startAggregator(t, "agg", wireAddr).listen
-			}
-			sock := filepath.Join(dir, "appio.sock")
-			cfg := filepath.Join(dir, "vigil.toml")
-			if err := os.WriteFile(cfg, []byte(fmt.Sprintf("[plugins.appio]\nsocket = %q\n", sock)), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			start(t, "sampler", "sampler", "--config", cfg, "--root", "/", "--upstream", upstream,
-				"--listen", freePort(t), "--node", "iotest", "--interval", "1s")
-			waitFor(t, 15*time.Second, "the appio socket", func() bool { _, err := os.Stat(sock); return err == nil })
+			dir, httpAddr, _, sock, _ := startIOTree(t, via)
 			script := filepath.Join(dir, "w.py")
 			if err := os.WriteFile(script, []byte(ioWriter), 0o644); err != nil {
 				t.Fatal(err)
@@ -245,4 +215,29 @@ func TestE2EIOTopLatency(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startIOTree starts a server, a sampler whose appio plugin listens on a
+// socket in a temporary directory and, when via is "aggregator", an
+// aggregator between them; it returns the directory, the server's HTTP and
+// wire addresses, the socket and the server.
+func startIOTree(t *testing.T, via string) (dir, httpAddr, wireAddr, sock string, srv *proc) {
+	t.Helper()
+	dir = t.TempDir()
+	httpAddr, wireAddr = freePort(t), freePort(t)
+	srv = start(t, "server", "server", "--http", httpAddr, "--listen", wireAddr, "--data", filepath.Join(dir, "data"),
+		"--interval", "1s", "--disable-rollups")
+	upstream := wireAddr
+	if via == "aggregator" {
+		upstream = startAggregator(t, "agg", wireAddr).listen
+	}
+	sock = filepath.Join(dir, "appio.sock")
+	cfg := filepath.Join(dir, "vigil.toml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("[plugins.appio]\nsocket = %q\n", sock)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start(t, "sampler", "sampler", "--config", cfg, "--root", "/", "--upstream", upstream,
+		"--listen", freePort(t), "--node", "iotest", "--interval", "1s")
+	waitFor(t, 15*time.Second, "the appio socket", func() bool { _, err := os.Stat(sock); return err == nil })
+	return dir, httpAddr, wireAddr, sock, srv
 }
