@@ -96,11 +96,20 @@ type Rollup struct {
 	// walFailed: a commit failed and may have torn the WAL; no commit may
 	// follow it before a restart cuts the torn tail (durable.go).
 	walFailed atomic.Bool
+
+	// mappedDir is the raw store's directory as /proc/self/maps names
+	// it; pageOut is pageOutMapped (tests count the calls).
+	mappedDir string
+	pageOut   func(dir string) (int64, error)
+	pagedOut  atomic.Int64
 }
 
 // RollupStats count the work of a Rollup since it was opened.
 type RollupStats struct {
 	Minutes, Series, Samples, Rejected uint64
+	// PagedOut is the bytes of the raw store's file mappings handed back
+	// to the kernel after passes (see pageOutMapped).
+	PagedOut int64
 }
 
 // OpenRollup opens (or creates) the rollup database of raw and reads its
@@ -147,7 +156,14 @@ func OpenRollup(raw *Store, opts RollupOptions) (*Rollup, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open rollup %s: %w", opts.Dir, err)
 	}
-	r := &Rollup{raw: raw, db: db, opts: opts, log: opts.Logger, batchSeries: rollupBatchSeries}
+	r := &Rollup{raw: raw, db: db, opts: opts, log: opts.Logger, batchSeries: rollupBatchSeries, pageOut: pageOutMapped}
+	r.mappedDir = raw.opts.Dir
+	if abs, err := filepath.Abs(raw.opts.Dir); err == nil {
+		r.mappedDir = abs
+		if real, err := filepath.EvalSymlinks(abs); err == nil {
+			r.mappedDir = real
+		}
+	}
 	r.watermark.Store(wm)
 	return r, nil
 }
@@ -168,7 +184,8 @@ func (r *Rollup) Watermark() time.Time {
 
 // Stats returns the counters.
 func (r *Rollup) Stats() RollupStats {
-	return RollupStats{Minutes: r.minutes.Load(), Series: r.series.Load(), Samples: r.samples.Load(), Rejected: r.rejected.Load()}
+	return RollupStats{Minutes: r.minutes.Load(), Series: r.series.Load(), Samples: r.samples.Load(), Rejected: r.rejected.Load(),
+		PagedOut: r.pagedOut.Load()}
 }
 
 // Run rolls up every completed minute at start (catching up from the
@@ -343,8 +360,12 @@ func (r *Rollup) pass(ctx context.Context, from, to int64) error {
 		}
 		r.series.Add(1)
 		w.series += len(aggs)
+		blocks := w.blocks
 		if err := w.commitIfFull(ctx); err != nil {
 			return fmt.Errorf("store: rollup %s..%s: %w", fmtMs(from), fmtMs(to), err)
+		}
+		if w.blocks != blocks {
+			r.releaseMapped() // bound what a pass keeps resident
 		}
 	}
 	if err := set.Err(); err != nil {
@@ -353,6 +374,7 @@ func (r *Rollup) pass(ctx context.Context, from, to int64) error {
 	if err := w.flush(ctx); err != nil {
 		return fmt.Errorf("store: rollup %s..%s: %w", fmtMs(from), fmtMs(to), err)
 	}
+	r.releaseMapped()
 	if w.blocks > 0 {
 		// Load the new blocks now, so queries see them once the watermark
 		// moves (see OpenRollup).
@@ -361,6 +383,17 @@ func (r *Rollup) pass(ctx context.Context, from, to int64) error {
 		}
 	}
 	return nil
+}
+
+// releaseMapped hands the pages of the raw store's mapped chunk files,
+// which the pass has just read, back to the kernel. A failure costs only
+// memory, so it is logged, not returned.
+func (r *Rollup) releaseMapped() {
+	n, err := r.pageOut(r.mappedDir)
+	r.pagedOut.Add(n)
+	if err != nil {
+		r.log.Debug("rollup: releasing mapped pages failed", "err", err)
+	}
 }
 
 // rollupWriter writes one pass's rollups as blocks into the rollup
