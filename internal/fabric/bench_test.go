@@ -93,7 +93,7 @@ func BenchmarkPortInfoFloor(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		ss, err := svc.o.Query.InstantSamples(ctx, MetricPortInfo, svc.o.Now())
+		ss, err := svc.o.Query.(*query.API).InstantSamples(ctx, MetricPortInfo, svc.o.Now())
 		if err != nil || len(ss) != 12852 {
 			b.Fatal(len(ss), err)
 		}
@@ -146,4 +146,22 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(benchDir)
 	}
 	os.Exit(code)
+}
+
+// BenchmarkReadPromQL is BenchmarkRead's peer: the same answer from seven
+// PromQL expressions, as the fabric was read before the scan.
+func BenchmarkReadPromQL(b *testing.B) {
+	svc, err := bigFabric()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		f, err := readPromQL(ctx, svc.o.Query.(*query.API), svc.o.Now(), time.Minute)
+		if err != nil || len(f.Links) != 12852 {
+			b.Fatal(err)
+		}
+	}
 }

@@ -14,9 +14,12 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
 
 	"github.com/vigil-hpc/vigil/internal/jobs"
 	"github.com/vigil-hpc/vigil/internal/query"
@@ -58,11 +61,15 @@ const (
 	MaxJobsPerLink = 50
 )
 
-// Querier evaluates instant queries under the server's limits
-// (*query.API is one).
+// Querier gives the store the fabric is read from and how far back an
+// instant value looks (*query.API is one).
 type Querier interface {
-	InstantSamples(ctx context.Context, qs string, ts time.Time) ([]query.Sample, error)
+	Storage() (storage.Queryable, time.Duration)
 }
+
+// readTimeout bounds one read of the fabric (about half a second of CPU
+// for 13,000 ports).
+const readTimeout = 30 * time.Second
 
 // Switch is one switch of the fabric.
 type Switch struct {
@@ -182,10 +189,29 @@ type portKey struct{ guid, port string }
 
 // read queries the store at now over window and builds the fabric.
 func read(ctx context.Context, q Querier, now time.Time, window time.Duration) (*Fabric, error) {
-	w := promDuration(window)
-	f := &Fabric{Time: now.UTC(), Window: w}
-	ports, err := q.InstantSamples(ctx, MetricPortInfo, now)
-	if err != nil {
+	ctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
+	db, lookback := q.Storage()
+	sc := &scanner{ctx: ctx, db: db, now: now.UnixMilli(), lookback: lookback.Milliseconds()}
+	f := &Fabric{Time: now.UTC(), Window: promDuration(window)}
+	t, lb, w := sc.now, sc.lookback, window.Milliseconds()
+	named := func(name string) *labels.Matcher {
+		return labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, name)
+	}
+	// instant reads each series' newest value at t, as PromQL's instant
+	// selector would.
+	instant := func(name string, fn func(l labels.Labels, v float64)) error {
+		return sc.each(t-lb, t, func(l labels.Labels, it chunkenc.Iterator) error {
+			if v, ok := newest(it, t, lb); ok {
+				fn(l, v)
+			}
+			return nil
+		}, named(name))
+	}
+	var ports []query.Sample
+	if err := instant(MetricPortInfo, func(l labels.Labels, v float64) {
+		ports = append(ports, query.Sample{Labels: l.Map(), Value: v})
+	}); err != nil {
 		return nil, fmt.Errorf("read %s: %w", MetricPortInfo, err)
 	}
 	idx := map[portKey]int{}
@@ -217,39 +243,91 @@ func read(ctx context.Context, q Querier, now time.Time, window time.Duration) (
 		idx[k] = len(f.Links)
 		f.Links = append(f.Links, link)
 	}
-	by := "max by (switch_guid, port) "
-	errSum := func(mod string) string {
-		return "sum by (switch_guid, port, node) ({__name__=~\"" + errorsRegexp + "\"}" + mod + ")"
-	}
-	values := []struct {
-		qs  string
-		set func(l *Link, v float64)
-	}{
-		{by + "(" + MetricPortUp + ")", func(l *Link, v float64) { l.Up = v > 0 }},
-		{by + "(" + MetricPortRate + ")", func(l *Link, v float64) { l.Capacity = v }},
-		{by + "(rate(" + MetricXmitData + "[" + w + "]))", func(l *Link, v float64) { l.TxBytes = v }},
-		{by + "(rate(" + MetricRcvData + "[" + w + "]))", func(l *Link, v float64) { l.RxBytes = v }},
-		{by + "(rate(" + MetricXmitWait + "[" + w + "]))", func(l *Link, v float64) { l.XmitWait = v }},
-		// rate() of several names in one selector gives series that
-		// differ only by the dropped name, which PromQL refuses; the
-		// counters never go back (the sweeper carries resets), so their
-		// sum's growth over the window is their summed rate, and reads
-		// two samples a series instead of the window's all.
-		{by + "((" + errSum("") + " - " + errSum(" offset "+w) + ") / " + strconv.FormatInt(int64(window/time.Second), 10) + " >= 0)",
-			func(l *Link, v float64) { l.Errors = v }},
-	}
-	for _, v := range values {
-		ss, err := q.InstantSamples(ctx, v.qs, now)
-		if err != nil {
-			return nil, fmt.Errorf("read link values (%s): %w", v.qs, err)
-		}
-		for _, s := range ss {
-			i, ok := idx[portKey{s.Labels["switch_guid"], s.Labels["port"]}]
-			if ok && !math.IsNaN(s.Value) && !math.IsInf(s.Value, 0) && s.Value >= 0 {
-				v.set(&f.Links[i], s.Value)
+	// Per port, the largest of its series' values (max by (switch_guid,
+	// port)): two sweepers during a handover write the same port.
+	set := func(m portMax, fn func(l *Link, v float64)) {
+		for k, v := range m {
+			if i, ok := idx[k]; ok && !math.IsInf(v, 0) && v >= 0 {
+				fn(&f.Links[i], v)
 			}
 		}
 	}
+	for _, v := range []struct {
+		name string
+		set  func(l *Link, v float64)
+	}{
+		{MetricPortUp, func(l *Link, v float64) { l.Up = v > 0 }},
+		{MetricPortRate, func(l *Link, v float64) { l.Capacity = v }},
+	} {
+		m := portMax{}
+		if err := instant(v.name, m.add); err != nil {
+			return nil, fmt.Errorf("read %s: %w", v.name, err)
+		}
+		set(m, v.set)
+	}
+	for _, v := range []struct {
+		name string
+		set  func(l *Link, v float64)
+	}{
+		{MetricXmitData, func(l *Link, v float64) { l.TxBytes = v }},
+		{MetricRcvData, func(l *Link, v float64) { l.RxBytes = v }},
+		{MetricXmitWait, func(l *Link, v float64) { l.XmitWait = v }},
+	} {
+		m := portMax{}
+		err := sc.each(t-w, t, func(l labels.Labels, it chunkenc.Iterator) error {
+			if r, ok := counterRate(it); ok {
+				m.add(l, r)
+			}
+			return nil
+		}, named(v.name))
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", v.name, err)
+		}
+		set(m, v.set)
+	}
+	// Errors: the sum of a port's error counters now, less the sum a
+	// window ago, per sweeping node, over the window. The counters never
+	// go back (the sweeper carries resets), so this is their summed rate
+	// and reads two values a series.
+	type sums struct {
+		now, then       float64
+		hasNow, hasThen bool
+	}
+	errs := map[[3]string]*sums{}
+	err := sc.each(t-w-lb, t, func(l labels.Labels, it chunkenc.Iterator) error {
+		var v [2]float64
+		var ok [2]bool
+		newestAt(it, []int64{t - w, t}, lb, v[:], ok[:])
+		vThen, okThen, vNow, okNow := v[0], ok[0], v[1], ok[1]
+		if !okThen && !okNow {
+			return nil
+		}
+		k := [3]string{l.Get("switch_guid"), l.Get("port"), l.Get("node")}
+		e := errs[k]
+		if e == nil {
+			e = &sums{}
+			errs[k] = e
+		}
+		if okNow {
+			e.now += vNow
+			e.hasNow = true
+		}
+		if okThen {
+			e.then += vThen
+			e.hasThen = true
+		}
+		return nil
+	}, labels.MustNewMatcher(labels.MatchRegexp, labels.MetricName, errorsRegexp))
+	if err != nil {
+		return nil, fmt.Errorf("read the error counters: %w", err)
+	}
+	em := portMax{}
+	for k, e := range errs {
+		if e.hasNow && e.hasThen {
+			em.add(labels.FromStrings("switch_guid", k[0], "port", k[1]), (e.now-e.then)/window.Seconds())
+		}
+	}
+	set(em, func(l *Link, v float64) { l.Errors = v })
 	for i := range f.Links {
 		l := &f.Links[i]
 		if l.Capacity > 0 {
@@ -260,8 +338,10 @@ func read(ctx context.Context, q Querier, now time.Time, window time.Duration) (
 			}
 		}
 	}
-	infos, err := q.InstantSamples(ctx, MetricSwitchInfo, now)
-	if err != nil {
+	var infos []query.Sample
+	if err := instant(MetricSwitchInfo, func(l labels.Labels, v float64) {
+		infos = append(infos, query.Sample{Labels: l.Map(), Value: v})
+	}); err != nil {
 		return nil, fmt.Errorf("read %s: %w", MetricSwitchInfo, err)
 	}
 	f.Switches, f.Truncated = switches(infos, f.Links, f.Truncated)

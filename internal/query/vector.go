@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/storage"
 )
 
 // ErrBadQuery marks errors caused by the expression itself.
@@ -42,3 +43,9 @@ func (a *API) InstantSamples(ctx context.Context, qs string, ts time.Time) ([]Sa
 	}
 	return nil, fmt.Errorf("%w: expression must give an instant vector, got %s", ErrBadQuery, res.Value.Type())
 }
+
+// Storage returns what the API reads and how far back an instant value
+// looks, for in-process readers that scan a few known series directly
+// instead of evaluating PromQL (the fabric view: about 13,000 ports, where
+// the engine's series selection and label matching dominate).
+func (a *API) Storage() (storage.Queryable, time.Duration) { return a.q, a.opts.LookbackDelta }
