@@ -23,8 +23,17 @@ const maxDirBytes = 16 << 20
 // its start on every List, into buffers it owns: once they have grown, a
 // listing allocates nothing, where os.ReadDir allocates per entry.
 type Dir struct {
+	// NonBlocking: the caller vouches that listing this directory never
+	// waits (our own /proc/self/fd, a sysfs class directory). On procfs or
+	// sysfs it is then read with syscalls the Go runtime does not see: a
+	// syscall it sees wakes its monitor thread from its deep sleep, which
+	// then polls every 20 µs for the rest of the tick, two to three
+	// wake-ups a tick on an otherwise idle sampler.
+	NonBlocking bool
+
 	path string
 	fd   int // -1: not open
+	raw  bool
 	buf  []byte
 	ents []DirEntry
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"syscall"
+	"unsafe"
 )
 
 // List returns the directory's entries other than "." and "..".
@@ -16,7 +17,8 @@ func (d *Dir) List() ([]DirEntry, error) {
 			return nil, fmt.Errorf("open %s: %w", d.path, err)
 		}
 		d.fd = fd
-	} else if _, err := syscall.Seek(d.fd, 0, 0); err != nil {
+		d.raw = d.NonBlocking && onProcFS(fd)
+	} else if err := d.rewind(); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("rewind %s: %w", d.path, err)
 	}
@@ -34,7 +36,7 @@ func (d *Dir) List() ([]DirEntry, error) {
 			copy(nb, d.buf[:used])
 			d.buf = nb
 		}
-		n, err := syscall.Getdents(d.fd, d.buf[used:])
+		n, err := d.getdents(d.buf[used:])
 		if err != nil {
 			d.Close()
 			return nil, fmt.Errorf("list %s: %w", d.path, err)
@@ -75,4 +77,31 @@ func (d *Dir) Close() error {
 	err := syscall.Close(d.fd)
 	d.fd = -1
 	return err
+}
+
+func (d *Dir) rewind() error {
+	if !d.raw {
+		_, err := syscall.Seek(d.fd, 0, 0)
+		return err
+	}
+	if _, _, e := syscall.RawSyscall(syscall.SYS_LSEEK, uintptr(d.fd), 0, 0); e != 0 {
+		return e
+	}
+	return nil
+}
+
+func (d *Dir) getdents(buf []byte) (int, error) {
+	if !d.raw {
+		return syscall.Getdents(d.fd, buf)
+	}
+	for {
+		n, _, e := syscall.RawSyscall(syscall.SYS_GETDENTS64, uintptr(d.fd), uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)))
+		switch e {
+		case 0:
+			return int(n), nil
+		case syscall.EINTR:
+			continue
+		}
+		return 0, e
+	}
 }

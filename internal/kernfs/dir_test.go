@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
+	"strconv"
 	"testing"
 )
 
@@ -72,5 +74,41 @@ func unwrap(err error) error {
 			return err
 		}
 		err = u.Unwrap()
+	}
+}
+
+// TestNonBlockingDirRawOnProcFS: a NonBlocking listing of /proc/self/fd is
+// read with raw syscalls, sees descriptors opened and closed between
+// listings, and a fixture directory is listed normally.
+func TestNonBlockingDirRawOnProcFS(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("procfs is Linux")
+	}
+	d := NewDir("/proc/self/fd")
+	d.NonBlocking = true
+	defer d.Close()
+	before := len(listNames(t, d))
+	if !d.raw {
+		t.Fatal("NonBlocking /proc/self/fd not listed raw")
+	}
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strconv.Itoa(int(f.Fd()))
+	got := listNames(t, d)
+	if _, ok := got[name]; !ok || len(got) != before+1 {
+		t.Errorf("after opening fd %s: %d entries (before %d), %v", name, len(got), before, got)
+	}
+	f.Close()
+	if got := listNames(t, d); len(got) != before {
+		t.Errorf("after closing it: %d entries, want %d", len(got), before)
+	}
+
+	fx := NewDir(t.TempDir())
+	fx.NonBlocking = true
+	defer fx.Close()
+	if got := listNames(t, fx); len(got) != 0 || fx.raw {
+		t.Errorf("fixture dir: %v, raw %v", got, fx.raw)
 	}
 }

@@ -81,6 +81,7 @@ func (s *Self) Init(env sampler.Env) error {
 	if s.cfg.ExporterNames {
 		// The help texts of client_golang's process collector.
 		s.fds = kernfs.NewDir(fdPath)
+		s.fds.NonBlocking = true // our own descriptor table: raw reads (kernfs.Dir)
 		s.started = float64(time.Now().Unix())
 		s.pCPU = metric.NewDesc("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.", metric.Counter)
 		s.pRSS = metric.NewDesc("process_resident_memory_bytes", "Resident memory size in bytes.", metric.Gauge)
