@@ -88,7 +88,9 @@ func TestE2EPlugin(t *testing.T) {
 	m := series(&b)
 	var wait, info, switches int
 	vls := map[string]int{} // VL series per link
-	leaf03p3 := func(k string) bool { return strings.Contains(k, `switch="leaf03"`) && strings.Contains(k, `,port="3",`) }
+	leaf03p3 := func(k string) bool {
+		return strings.Contains(k, `switch="leaf03"`) && strings.Contains(k, `,port="3",`)
+	}
 	for k, v := range m {
 		switch {
 		case strings.HasPrefix(k, "vigil_ib_port_vl_transmit_wait_total{"):
