@@ -349,6 +349,18 @@ func TestE2ELIDChange(t *testing.T) {
 	if err := s.Sweep(ctx); err == nil || lid() != 200 {
 		t.Fatalf("after Baselid: LID %d (was %d), err %v; want 200 and unroutable ports", lid(), old, err)
 	}
+	s.Read(func(snap *Snapshot) {
+		// After the discovery every switch's ClassPortInfo is asked again;
+		// leaf03's gets no answer, so its ports are failed without MADs
+		// of their own: one timeout, not one a port.
+		leaf03 := smallTree.LeafPorts()
+		if want := len(snap.Switches) + 5*(snap.PortsSwept-leaf03); snap.MADs != want {
+			t.Errorf("%d MADs, want %d", snap.MADs, want)
+		}
+		if f := snap.Failures[FailPort]; f != uint64(leaf03) {
+			t.Errorf("%d ports failed, want leaf03's %d", f, leaf03)
+		}
+	})
 	sim.OpenSM(t)
 	s.Sweep(ctx) // fails on LID 200: re-discovery is due
 	if err := s.Sweep(ctx); err != nil || lid() != old {
