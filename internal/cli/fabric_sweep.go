@@ -43,6 +43,12 @@ var counterNames = [ibnet.NCounters]string{
 	"rcv_errors", "rcv_remote_physical_errors", "rcv_switch_relay_errors", "xmit_discards",
 	"xmit_constraint_errors", "rcv_constraint_errors", "local_link_integrity_errors",
 	"excessive_buffer_overrun_errors", "vl15_dropped", "xmit_wait",
+	"xmit_discards_inactive", "xmit_discards_neighbor_mtu", "xmit_discards_sw_lifetime_limit",
+	"xmit_discards_sw_hoq_lifetime_limit", "rcv_local_phy_errors", "rcv_malformed_packet_errors",
+	"rcv_buffer_overrun_errors", "rcv_dlid_mapping_errors", "rcv_vl_mapping_errors", "rcv_looping_errors",
+	"vl_xmit_wait_0", "vl_xmit_wait_1", "vl_xmit_wait_2", "vl_xmit_wait_3", "vl_xmit_wait_4", "vl_xmit_wait_5",
+	"vl_xmit_wait_6", "vl_xmit_wait_7", "vl_xmit_wait_8", "vl_xmit_wait_9", "vl_xmit_wait_10", "vl_xmit_wait_11",
+	"vl_xmit_wait_12", "vl_xmit_wait_13", "vl_xmit_wait_14", "vl_xmit_wait_15",
 }
 
 func runFabricSweep(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -108,6 +114,12 @@ func runFabricSweep(ctx context.Context, args []string, stdout, stderr io.Writer
 				RemoteType: ibnet.RemoteTypeName(l.RemoteType), RemoteLID: int(l.RemoteLID), State: state, Rate: rate,
 				Counters: make(map[string]uint64, ibnet.NCounters)}
 			for k, n := range counterNames {
+				// Optional counters only where the switch answered them.
+				a := snap.Avail[i]
+				if g := ibnet.CounterGroup(k); g != 0 && (a.Groups&g == 0 ||
+					k >= ibnet.CVLXmitWait0 && a.VLs&(1<<(k-ibnet.CVLXmitWait0)) == 0) {
+					continue
+				}
 				r.Counters[n] = snap.Totals[i][k]
 			}
 			recs = append(recs, r)

@@ -38,6 +38,7 @@ func TestE2EFabricSweepOnce(t *testing.T) {
 		}
 	}
 	sim.Console(t, `PerformanceSet "spine02"[3] PortCounters.PortXmitDiscards=9`)
+	sim.Console(t, `PerformanceSet "spine02"[3] PortXmitDiscardDetails.PortSwLifetimeLimitDiscards=6`)
 	var out, errOut bytes.Buffer
 	if err := runFabric(context.Background(), []string{"sweep", "--once", "--json", "--helper", helper, "--mad-timeout", "1s"}, &out, &errOut); err != nil {
 		t.Fatalf("%v: %s", err, errOut.String())
@@ -59,6 +60,12 @@ func TestE2EFabricSweepOnce(t *testing.T) {
 			// spine02 port 3 = leaf02's first uplink to spine02: port HCAs+Uplinks+1.
 			if r.Remote != "leaf02" || r.RemotePort != tree.HCAs+tree.Uplinks+1 || r.Counters["xmit_discards"] != 9 || r.State != "active" || r.Level != "spine" {
 				t.Errorf("record %+v", r)
+			}
+			// The details, and the operational VLs' waits (VL0-7) only.
+			_, vl7 := r.Counters["vl_xmit_wait_7"]
+			_, vl8 := r.Counters["vl_xmit_wait_8"]
+			if r.Counters["xmit_discards_sw_lifetime_limit"] != 6 || !vl7 || vl8 {
+				t.Errorf("details: %v", r.Counters)
 			}
 		}
 	}

@@ -35,8 +35,15 @@ const (
 	MetricRcvData    = "vigil_ib_port_receive_data_bytes_total"
 	MetricXmitWait   = "vigil_ib_port_transmit_wait_total"
 	// errorsRegexp selects the counters that make a link's error rate:
-	// every *_errors_total, the discards and link_downed.
-	errorsRegexp = `vigil_ib_port_(.+_errors|transmit_discards|link_downed)_total`
+	// PortCounters' error counters, the discards and link_downed, by name.
+	// Not a pattern such as .+_errors: the optional details
+	// (receive_*_errors_total from PortRcvErrorDetails,
+	// transmit_discards_*_total from PortXmitDiscardDetails) break
+	// receive_errors, receive_switch_relay_errors and transmit_discards
+	// down, and would count the same packets twice.
+	errorsRegexp = `vigil_ib_port_(symbol_errors|receive_errors|receive_remote_physical_errors|receive_switch_relay_errors|` +
+		`transmit_constraint_errors|receive_constraint_errors|local_link_integrity_errors|excessive_buffer_overrun_errors|` +
+		`transmit_discards|link_downed)_total`
 )
 
 // Levels of a switch in the fat tree.

@@ -29,7 +29,7 @@ type synthPort struct {
 	remote, rguid, rport, rt string
 	up                       bool
 	tx, rx, wait             float64 // per second
-	symbol, discards         float64 // per second
+	symbol, discards, rcvErr float64 // per second
 }
 
 // synthFabric is a two-level fat tree: spine01..02 above leaf01..03, each
@@ -62,7 +62,7 @@ func synthFabric() []synthPort {
 		case p.sw == "leaf02" && p.port == "3": // congested toward spine01
 			p.wait = 1000
 		case p.sw == "leaf01" && p.port == "1": // a bad cable to cn1
-			p.symbol, p.discards = 3, 2
+			p.symbol, p.discards, p.rcvErr = 3, 2, 4
 		case p.sw == "leaf03" && p.port == "4": // the busiest link
 			p.tx, p.rx = 5e9, 1e9
 		case p.sw == "leaf03" && p.port == "3": // down, as is its other end
@@ -110,7 +110,13 @@ func writeFabric(t *testing.T, st *store.Store, ps []synthPort, end time.Time, s
 		add(MetricXmitWait, metric.Counter, 0, p.wait)
 		add("vigil_ib_port_symbol_errors_total", metric.Counter, 5, p.symbol)
 		add("vigil_ib_port_transmit_discards_total", metric.Counter, 0, p.discards)
-		add("vigil_ib_port_receive_errors_total", metric.Counter, 1, 0)
+		add("vigil_ib_port_receive_errors_total", metric.Counter, 1, p.rcvErr)
+		// The optional details break the counters above down (as the
+		// sweep emits them): all discards for the neighbour's MTU, all
+		// receive errors local physical ones. Not counted twice.
+		add("vigil_ib_port_transmit_discards_neighbor_mtu_total", metric.Counter, 0, p.discards)
+		add("vigil_ib_port_receive_local_phy_errors_total", metric.Counter, 0, p.rcvErr)
+		add("vigil_ib_port_vl_transmit_wait_total", metric.Counter, 0, p.wait, "vl", "0")
 		add("vigil_ib_port_link_error_recovery_total", metric.Counter, 0, 50) // not an error rate
 		if !infoDone[p.sw] {
 			infoDone[p.sw] = true
@@ -201,8 +207,8 @@ func TestTopology(t *testing.T) {
 	if d := byName["leaf03 p3 → spine01 p3"]; d.Up {
 		t.Fatalf("leaf03 p3 is down but reads up: %+v", d)
 	}
-	if c := byName["leaf01 p1 → cn1 HCA-1 p1"]; c.Host != "cn1" || !near(c.Errors, 5) {
-		t.Fatalf("leaf01 p1: %+v, want host cn1, 5 errors/s (symbol 3 + discards 2; link_error_recovery not counted)", c)
+	if c := byName["leaf01 p1 → cn1 HCA-1 p1"]; c.Host != "cn1" || !near(c.Errors, 9) {
+		t.Fatalf("leaf01 p1: %+v, want host cn1, 9 errors/s (symbol 3 + discards 2 + receive 4; link_error_recovery and the details not counted)", c)
 	}
 }
 
@@ -215,7 +221,7 @@ func TestTop(t *testing.T) {
 		jobs      string
 	}{
 		{ByXmitWait, "leaf02 p3 → spine01 p2", 1000, "10:2"},
-		{ByErrors, "leaf01 p1 → cn1 HCA-1 p1", 5, "11:1"},
+		{ByErrors, "leaf01 p1 → cn1 HCA-1 p1", 9, "11:1"},
 		{ByBytes, "leaf03 p4 → spine02 p3", 6e9, "11:1"},
 	} {
 		top, err := fx.svc.Top(ctx, time.Minute, tc.by, 3, "")

@@ -349,6 +349,18 @@ func TestE2ELIDChange(t *testing.T) {
 	if err := s.Sweep(ctx); err == nil || lid() != 200 {
 		t.Fatalf("after Baselid: LID %d (was %d), err %v; want 200 and unroutable ports", lid(), old, err)
 	}
+	s.Read(func(snap *Snapshot) {
+		// After the discovery every switch's ClassPortInfo is asked again;
+		// leaf03's gets no answer, so its ports are failed without MADs
+		// of their own: one timeout, not one a port.
+		leaf03 := smallTree.LeafPorts()
+		if want := len(snap.Switches) + 5*(snap.PortsSwept-leaf03); snap.MADs != want {
+			t.Errorf("%d MADs, want %d", snap.MADs, want)
+		}
+		if f := snap.Failures[FailPort]; f != uint64(leaf03) {
+			t.Errorf("%d ports failed, want leaf03's %d", f, leaf03)
+		}
+	})
 	sim.OpenSM(t)
 	s.Sweep(ctx) // fails on LID 200: re-discovery is due
 	if err := s.Sweep(ctx); err != nil || lid() != old {
@@ -359,4 +371,139 @@ func TestE2ELIDChange(t *testing.T) {
 			t.Error("unroutable ports not counted")
 		}
 	})
+}
+
+// The optional attributes against ibsim, through both helper paths:
+// detail and per-VL wait counters set on ibsim's console come back on the
+// right link; only the operational VLs (opensm sets VL0-7) and counted
+// ones are reported; a lowered detail counter keeps its total rising.
+func TestE2EDetailCounters(t *testing.T) {
+	helper := helperBinary(t)
+	for _, window := range []int{1, 8} {
+		t.Run("window="+itoa(window), func(t *testing.T) {
+			sim := ibsim.Start(t, smallTree)
+			s := New(Config{Helper: helper, Env: sim.Env(""), Dir: sim.Dir, MADTimeout: time.Second, Window: window})
+			defer s.Close()
+			ctx := context.Background()
+			if err := s.Sweep(ctx); err != nil {
+				t.Fatal(err)
+			}
+			port := smallTree.HCAs + 1 // leaf02 → spine01
+			for _, set := range []string{
+				"PortXmitDiscardDetails.PortNeighborMTUDiscards=11",
+				"PortXmitDiscardDetails.PortSwHOQLifetimeLimitDiscards=12",
+				"PortRcvErrorDetails.PortLoopingErrors=13",
+				"PortRcvErrorDetails.PortLocalPhysicalErrors=14",
+				"PortVLXmitWaitCounters.PortVLXmitWaitCounters3=77",
+				"PortVLXmitWaitCounters.PortVLXmitWaitCounters12=5", // not an operational VL
+			} {
+				if out := sim.Console(t, `PerformanceSet "leaf02"[`+itoa(port)+`] `+set); !strings.Contains(out, "has been set") {
+					t.Fatalf("ibsim %s: %s", set, out)
+				}
+			}
+			var gen uint64
+			s.Read(func(snap *Snapshot) { gen = snap.TopoGen })
+			if err := s.Sweep(ctx); err != nil {
+				t.Fatal(err)
+			}
+			s.Read(func(snap *Snapshot) {
+				i := find(snap, "leaf02", port)
+				if i < 0 || snap.Links[i].Remote != "spine01" {
+					t.Fatalf("leaf02 p%d not found", port)
+				}
+				tot := snap.Totals[i]
+				want := map[int]uint64{CXmitDiscardNeighborMTU: 11, CXmitDiscardSwHOQLifetimeLimit: 12, CRcvLoopingErrors: 13,
+					CRcvLocalPhyErrors: 14, CVLXmitWait0 + 3: 77, CVLXmitWait0 + 12: 5, CXmitDiscardInactive: 0, CVLXmitWait0: 0}
+				for k, w := range want {
+					if tot[k] != w {
+						t.Errorf("counter %d = %d, want %d", k, tot[k], w)
+					}
+				}
+				if a := snap.Avail[i]; a.Groups != FlagsRead || a.VLs != 0xff|1<<12 {
+					t.Errorf("avail %+v, want all groups and VLs 0-7 and 12", a)
+				}
+				if j := find(snap, "leaf01", port); j < 0 || snap.Avail[j].VLs != 0xff {
+					t.Errorf("leaf01 avail %+v, want VLs 0-7", snap.Avail[j])
+				}
+				if snap.TopoGen == gen {
+					t.Error("a VL newly counted did not change the series set")
+				}
+				if snap.Failures != [NFailures]uint64{} {
+					t.Errorf("failures %v", snap.Failures)
+				}
+				// 5 MADs a port once the switches' ClassPortInfo is known.
+				if snap.MADs != 5*snap.PortsSwept {
+					t.Errorf("%d MADs for %d ports", snap.MADs, snap.PortsSwept)
+				}
+			})
+			sim.Console(t, `PerformanceSet "leaf02"[`+itoa(port)+`] PortRcvErrorDetails.PortLoopingErrors=2`)
+			if err := s.Sweep(ctx); err != nil {
+				t.Fatal(err)
+			}
+			s.Read(func(snap *Snapshot) {
+				if got := snap.Totals[find(snap, "leaf02", port)][CRcvLoopingErrors]; got != 13+2 {
+					t.Errorf("after a reset looping errors = %d, want 15", got)
+				}
+			})
+		})
+	}
+}
+
+// A switch that refuses the per-VL attribute: ibsim refuses
+// PortXmitDataSL, asked in its place through the helper's test hook. The
+// port is not failed, the refusal is counted once per switch (then not
+// asked again until the next discovery), the details are still read and
+// no VL series appear.
+func TestE2EVLWaitRefused(t *testing.T) {
+	helper := helperBinary(t)
+	for _, window := range []int{1, 8} {
+		t.Run("window="+itoa(window), func(t *testing.T) {
+			sim := ibsim.Start(t, smallTree)
+			s := New(Config{Helper: helper, Env: sim.Env(""), Dir: sim.Dir, MADTimeout: time.Second, Window: window,
+				vlAttr: 0x36}) // PortXmitDataSL
+			defer s.Close()
+			ctx := context.Background()
+			sim.Console(t, `PerformanceSet "leaf03"[1] PortXmitDiscardDetails.PortInactiveDiscards=9`)
+			if err := s.Sweep(ctx); err != nil {
+				t.Fatalf("a refused optional attribute failed the sweep: %v", err)
+			}
+			var first uint64
+			s.Read(func(snap *Snapshot) {
+				first = snap.Failures[FailUnsupported]
+				switches := uint64(len(snap.Switches))
+				if first < switches || first > switches*uint64(window) {
+					t.Errorf("unsupported = %d, want one a switch (%d) up to one a port in flight", first, switches)
+				}
+				if snap.Failures[FailPort] != 0 || snap.PortsSwept != smallTree.LinkedSwitchPorts() {
+					t.Errorf("failures %v, swept %d", snap.Failures, snap.PortsSwept)
+				}
+				i := find(snap, "leaf03", 1)
+				if a := snap.Avail[i]; a.Groups != FlagXmitDiscardDetails|FlagRcvErrorDetails || a.VLs != 0 {
+					t.Errorf("avail %+v, want the details only", a)
+				}
+				if got := snap.Totals[i][CXmitDiscardInactive]; got != 9 {
+					t.Errorf("inactive discards = %d, want 9", got)
+				}
+			})
+			if err := s.Sweep(ctx); err != nil {
+				t.Fatal(err)
+			}
+			s.Read(func(snap *Snapshot) {
+				if got := snap.Failures[FailUnsupported]; got != first {
+					t.Errorf("unsupported went from %d to %d: the refusal was not remembered", first, got)
+				}
+				if snap.MADs != 4*snap.PortsSwept {
+					t.Errorf("%d MADs for %d ports, want 4 a port", snap.MADs, snap.PortsSwept)
+				}
+			})
+			// A discovery forgets what the switches refused: asked again.
+			s.rediscover = true
+			s.Sweep(ctx)
+			s.Read(func(snap *Snapshot) {
+				if got := snap.Failures[FailUnsupported]; got <= first {
+					t.Errorf("unsupported %d after a re-discovery, want more than %d", got, first)
+				}
+			})
+		})
+	}
 }

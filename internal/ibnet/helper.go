@@ -14,6 +14,11 @@ import (
 	"time"
 )
 
+// protocolGreeting is the helper's first line; the number is the
+// protocol's version (2: OperVLs in P lines, flags and the optional
+// attributes in C lines, the MAD count in E lines).
+const protocolGreeting = "R vigil-ibmad 2"
+
 // ErrHelper marks a failure of the helper process itself (it died, timed
 // out, or spoke nonsense); the sweeper then restarts it with backoff.
 var ErrHelper = errors.New("vigil-ibmad helper failed")
@@ -30,8 +35,14 @@ type helper struct {
 }
 
 // startHelper runs path in dir with the MAD timeout and retries; env nil = ours.
-func startHelper(path string, env []string, dir string, madTimeout time.Duration, retries, window int) (*helper, error) {
-	cmd := exec.Command(path, "-t", strconv.Itoa(int(madTimeout/time.Millisecond)), "-r", strconv.Itoa(retries), "-w", strconv.Itoa(window))
+// vlAttr, if not 0, is the attribute the helper asks in place of
+// PortVLXmitWaitCounters (a test hook).
+func startHelper(path string, env []string, dir string, madTimeout time.Duration, retries, window, vlAttr int) (*helper, error) {
+	args := []string{"-t", strconv.Itoa(int(madTimeout / time.Millisecond)), "-r", strconv.Itoa(retries), "-w", strconv.Itoa(window)}
+	if vlAttr != 0 {
+		args = append(args, "-v", strconv.Itoa(vlAttr))
+	}
+	cmd := exec.Command(path, args...)
 	cmd.Env = env
 	cmd.Dir = dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -57,11 +68,11 @@ func startHelper(path string, env []string, dir string, madTimeout time.Duration
 	h.stdin, h.stdout, h.r = in, pr, bufio.NewReaderSize(pr, maxLine)
 	h.req = make([]byte, 0, 64*1024)
 	line, err := h.readLine(time.Now().Add(10 * time.Second))
-	if err == nil && !bytes.HasPrefix(line, []byte("R vigil-ibmad 1")) {
+	if err == nil && !bytes.Equal(line, []byte(protocolGreeting)) {
 		if bytes.HasPrefix(line, []byte("X ")) {
 			err = fmt.Errorf("%s%s", trunc(line[2:]), h.stderrTail())
 		} else {
-			err = fmt.Errorf("unexpected greeting %q", trunc(line))
+			err = fmt.Errorf("unexpected greeting %q, want %q (a vigil-ibmad of another version? make build)", trunc(line), protocolGreeting)
 		}
 	}
 	if err != nil {
@@ -129,8 +140,9 @@ func (h *helper) discover(timeout time.Duration) (Topology, error) {
 }
 
 // query sends the (lid, port) list and calls fn for every C line, in
-// order; it returns the helper's own elapsed time for the MADs.
-func (h *helper) query(q []portRef, timeout time.Duration, fn func(i int, c *CounterLine)) (time.Duration, error) {
+// order; it returns the helper's own elapsed time for the MADs and their
+// number.
+func (h *helper) query(q []portRef, timeout time.Duration, fn func(i int, c *CounterLine)) (time.Duration, int, error) {
 	h.req = append(h.req[:0], 'Q', ' ')
 	h.req = strconv.AppendInt(h.req, int64(len(q)), 10)
 	h.req = append(h.req, '\n')
@@ -141,30 +153,30 @@ func (h *helper) query(q []portRef, timeout time.Duration, fn func(i int, c *Cou
 		h.req = append(h.req, '\n')
 	}
 	if _, err := h.stdin.Write(h.req); err != nil {
-		return 0, fmt.Errorf("%w: write: %v", ErrHelper, err)
+		return 0, 0, fmt.Errorf("%w: write: %v", ErrHelper, err)
 	}
 	deadline := time.Now().Add(timeout)
 	c := &h.c
 	for i := 0; ; i++ {
 		line, err := h.readLine(deadline)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if len(line) > 0 && line[0] == 'E' {
-			n, ns, err := ParseEnd(line)
+			n, ns, mads, err := ParseEnd(line)
 			if err != nil || n != len(q) || i != len(q) {
-				return 0, fmt.Errorf("%w: answered %d of %d ports", ErrHelper, i, len(q))
+				return 0, 0, fmt.Errorf("%w: answered %d of %d ports", ErrHelper, i, len(q))
 			}
-			return time.Duration(ns), nil
+			return time.Duration(ns), mads, nil
 		}
 		if i >= len(q) {
-			return 0, fmt.Errorf("%w: more answers than ports", ErrHelper)
+			return 0, 0, fmt.Errorf("%w: more answers than ports", ErrHelper)
 		}
 		if err := ParseCounters(line, c); err != nil {
-			return 0, fmt.Errorf("%w: counters line %q", ErrHelper, trunc(line))
+			return 0, 0, fmt.Errorf("%w: counters line %q", ErrHelper, trunc(line))
 		}
 		if c.LID != q[i].lid || c.Port != int(q[i].port) {
-			return 0, fmt.Errorf("%w: answer for lid %d port %d out of order", ErrHelper, c.LID, c.Port)
+			return 0, 0, fmt.Errorf("%w: answer for lid %d port %d out of order", ErrHelper, c.LID, c.Port)
 		}
 		fn(i, c)
 	}

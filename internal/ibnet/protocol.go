@@ -56,8 +56,70 @@ const (
 	CExcessiveBufferOverrunErrors
 	CVL15Dropped
 	CXmitWait
-	NCounters
+	// PortXmitDiscardDetails (optional; FlagXmitDiscardDetails): a
+	// breakdown of CXmitDiscards.
+	CXmitDiscardInactive
+	CXmitDiscardNeighborMTU
+	CXmitDiscardSwLifetimeLimit
+	CXmitDiscardSwHOQLifetimeLimit
+	// PortRcvErrorDetails (optional; FlagRcvErrorDetails): a breakdown of
+	// CRcvErrors and CRcvSwitchRelayErrors.
+	CRcvLocalPhyErrors
+	CRcvMalformedPacketErrors
+	CRcvBufferOverrunErrors
+	CRcvDLIDMappingErrors
+	CRcvVLMappingErrors
+	CRcvLoopingErrors
+	// PortVLXmitWaitCounters (optional; FlagVLXmitWait): CVLXmitWait0+vl
+	// for VL 0..15.
+	CVLXmitWait0
+	NCounters = CVLXmitWait0 + NVLs
 )
+
+// NVLs is the number of virtual lanes with a PortVLXmitWait counter.
+const NVLs = 16
+
+// Flags of a counter line: which optional attributes were read, and
+// which were skipped because the switch refused or did not answer them
+// (the helper then stops asking that switch until the next discovery).
+const (
+	FlagXmitDiscardDetails = 1 << iota
+	FlagRcvErrorDetails
+	FlagVLXmitWait
+	FlagXmitDiscardDetailsSkipped
+	FlagRcvErrorDetailsSkipped
+	FlagVLXmitWaitSkipped
+	flagsMax = 1<<iota - 1
+	// FlagsRead and FlagsSkipped group them.
+	FlagsRead    = FlagXmitDiscardDetails | FlagRcvErrorDetails | FlagVLXmitWait
+	FlagsSkipped = FlagXmitDiscardDetailsSkipped | FlagRcvErrorDetailsSkipped | FlagVLXmitWaitSkipped
+)
+
+// CounterGroup is the flag that covers counter k (0 = always read).
+func CounterGroup(k int) uint8 {
+	switch {
+	case k >= CVLXmitWait0:
+		return FlagVLXmitWait
+	case k >= CRcvLocalPhyErrors:
+		return FlagRcvErrorDetails
+	case k >= CXmitDiscardInactive:
+		return FlagXmitDiscardDetails
+	}
+	return 0
+}
+
+// counterBits is counter k's width in the MAD: the extended data and
+// packet counters are 64-bit, PortCounters' at most 32, the details and
+// the VL counters 16.
+func counterBits(k int) int {
+	switch {
+	case k < CSymbolErrors:
+		return 64
+	case k < CXmitDiscardInactive:
+		return 32
+	}
+	return 16
+}
 
 // Switch is one discovered switch.
 type Switch struct {
@@ -76,6 +138,7 @@ type Port struct {
 	Width      int // PortInfo.LinkWidthActive (encoded)
 	Speed      int // PortInfo.LinkSpeedActive (encoded)
 	ESpeed     int // PortInfo.LinkSpeedExtActive (encoded; 0 = none)
+	OperVLs    int // PortInfo.OperationalVLs (1 = VL0, 2 = VL0-1, 3 = VL0-3, 4 = VL0-7, 5 = VL0-14)
 	RemoteGUID uint64
 	RemotePort int
 	RemoteType int
@@ -156,7 +219,7 @@ func parseInt(b []byte, max int) (int, bool) {
 type TopologyDecoder struct {
 	topo  Topology
 	cur   *Switch
-	f     [12][]byte
+	f     [13][]byte
 	ports int
 }
 
@@ -191,23 +254,24 @@ func (d *TopologyDecoder) Line(line []byte) (done bool, err error) {
 		if d.cur == nil {
 			return false, fmt.Errorf("%w: port before switch", errSyntax)
 		}
-		n := fields(line, d.f[:12])
-		if n < 11 || len(d.f[0]) != 1 {
+		n := fields(line, d.f[:13])
+		if n < 12 || len(d.f[0]) != 1 {
 			return false, fmt.Errorf("%w: port line %q", errSyntax, trunc(line))
 		}
 		var p Port
-		var ok [10]bool
+		var ok [11]bool
 		p.Num, ok[0] = parseInt(d.f[1], MaxPorts)
 		p.State, ok[1] = parseInt(d.f[2], 15)
 		p.Phys, ok[2] = parseInt(d.f[3], 15)
 		p.Width, ok[3] = parseInt(d.f[4], 255)
 		p.Speed, ok[4] = parseInt(d.f[5], 255)
 		p.ESpeed, ok[5] = parseInt(d.f[6], 255)
-		p.RemoteGUID, ok[6] = parseUint(d.f[7], true, 64)
-		p.RemotePort, ok[7] = parseInt(d.f[8], MaxPorts)
-		p.RemoteType, ok[8] = parseInt(d.f[9], 4)
+		p.OperVLs, ok[6] = parseInt(d.f[7], 15)
+		p.RemoteGUID, ok[7] = parseUint(d.f[8], true, 64)
+		p.RemotePort, ok[8] = parseInt(d.f[9], MaxPorts)
+		p.RemoteType, ok[9] = parseInt(d.f[10], 4)
 		var rl uint64
-		rl, ok[9] = parseUint(d.f[10], false, 16)
+		rl, ok[10] = parseUint(d.f[11], false, 16)
 		p.RemoteLID = uint16(rl)
 		for _, o := range ok {
 			if !o {
@@ -217,8 +281,8 @@ func (d *TopologyDecoder) Line(line []byte) (done bool, err error) {
 		if p.Num < 1 || p.Num > d.cur.NPorts {
 			return false, fmt.Errorf("%w: port %d of a %d-port switch", errSyntax, p.Num, d.cur.NPorts)
 		}
-		if n == 12 {
-			p.RemoteDesc = cleanDesc(d.f[11])
+		if n == 13 {
+			p.RemoteDesc = cleanDesc(d.f[12])
 		}
 		if len(d.cur.Ports) >= d.cur.NPorts {
 			return false, fmt.Errorf("%w: more ports than the switch has", errSyntax)
@@ -265,21 +329,25 @@ func trunc(b []byte) string {
 
 // CounterLine is one decoded C line.
 type CounterLine struct {
-	LID  uint16
-	Port int
-	OK   bool
-	V    [NCounters]uint64
+	LID   uint16
+	Port  int
+	OK    bool
+	Flags uint8 // Flag*: the optional attributes read or skipped
+	V     [NCounters]uint64
 }
 
-// ParseCounters decodes "C <lid> <port> <ok> v0 … v20" in place, without
-// allocating. A failed port ("C lid port 0") has OK=false and no values.
+// ParseCounters decodes "C <lid> <port> 1 <flags> v0 … v46" in place,
+// without allocating. A failed port ("C lid port 0") has OK=false and no
+// values. Each value must fit its counter's width; an optional
+// attribute not read (its flag clear) must read 0.
 func ParseCounters(line []byte, c *CounterLine) error {
 	if len(line) < 7 || line[0] != 'C' || line[1] != ' ' {
 		return errSyntax
 	}
 	line = line[2:]
+	const nf = 4 + NCounters
 	var k int
-	for k = 0; k < 3+NCounters; k++ {
+	for k = 0; k < nf; k++ {
 		i := bytes.IndexByte(line, ' ')
 		tok := line
 		if i >= 0 {
@@ -307,38 +375,49 @@ func ParseCounters(line []byte, c *CounterLine) error {
 			default:
 				return errSyntax
 			}
-		default:
-			v, ok := parseUint(tok, false, 64)
+		case 3:
+			v, ok := parseInt(tok, flagsMax)
 			if !ok {
 				return errSyntax
 			}
-			c.V[k-3] = v
+			c.Flags = uint8(v)
+		default:
+			j := k - 4
+			v, ok := parseUint(tok, false, counterBits(j))
+			if !ok {
+				return errSyntax
+			}
+			if g := CounterGroup(j); g != 0 && v != 0 && c.Flags&g == 0 {
+				return errSyntax // a value for an attribute not read
+			}
+			c.V[j] = v
 		}
 		if i < 0 {
 			k++
 			break
 		}
 		line = line[i+1:]
-		if k == 2+NCounters {
+		if k == nf-1 {
 			return errSyntax // trailing fields
 		}
 	}
-	if c.OK && k != 3+NCounters || !c.OK && k != 3 {
+	if c.OK && k != nf || !c.OK && k != 3 {
 		return errSyntax
 	}
 	return nil
 }
 
-// ParseEnd decodes "E <n> <nanoseconds>".
-func ParseEnd(line []byte) (n int, ns int64, err error) {
-	var f [3][]byte
-	if fields(line, f[:]) != 3 || string(f[0]) != "E" {
-		return 0, 0, errSyntax
+// ParseEnd decodes "E <n> <nanoseconds> <MADs>".
+func ParseEnd(line []byte) (n int, ns int64, mads int, err error) {
+	var f [4][]byte
+	if fields(line, f[:]) != 4 || string(f[0]) != "E" {
+		return 0, 0, 0, errSyntax
 	}
 	nn, ok1 := parseUint(f[1], false, 32)
 	t, ok2 := parseUint(f[2], false, 63)
-	if !ok1 || !ok2 {
-		return 0, 0, errSyntax
+	m, ok3 := parseUint(f[3], false, 32)
+	if !ok1 || !ok2 || !ok3 {
+		return 0, 0, 0, errSyntax
 	}
-	return int(nn), int64(t), nil
+	return int(nn), int64(t), int(m), nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/bits"
 	"slices"
 	"sync"
 	"time"
@@ -25,11 +26,16 @@ const (
 	FailHelper   = iota // the helper died, timed out or spoke nonsense
 	FailDiscover        // discovery failed (the fabric did not answer)
 	FailPort            // a port's MAD failed (switch gone, LID changed)
+	// FailUnsupported: a switch refused or did not answer an optional
+	// attribute (PortXmitDiscardDetails, PortRcvErrorDetails,
+	// PortVLXmitWaitCounters); not a failure of the port, and not asked of
+	// that switch again until the next discovery.
+	FailUnsupported
 	NFailures
 )
 
 // FailureReasons names the reasons for the reason label.
-var FailureReasons = [NFailures]string{"helper", "discover", "port"}
+var FailureReasons = [NFailures]string{"helper", "discover", "port", "unsupported"}
 
 // Config configures a Sweeper.
 type Config struct {
@@ -54,6 +60,9 @@ type Config struct {
 	// one at a time through libibmad's synchronous mad_rpc; 0 = default).
 	Window int
 	Logger *slog.Logger
+	// vlAttr replaces PortVLXmitWaitCounters' attribute id (tests: one
+	// ibsim refuses).
+	vlAttr int
 }
 
 func (c *Config) defaults() {
@@ -95,6 +104,33 @@ type Link struct {
 	ESpeed     int
 }
 
+// Avail says which optional counters a link has: Groups holds the
+// Flag*s of the attributes read at least once; VLs, when FlagVLXmitWait
+// is among them, the VLs whose wait is reported (bit v = VL v): the
+// port's operational VLs and any VL whose counter is not zero, so the
+// series stay bounded by what the port uses.
+type Avail struct {
+	Groups uint8
+	VLs    uint16
+}
+
+// operVLsMask turns PortInfo.OperationalVLs into a VL bit mask.
+func operVLsMask(oper int) uint16 {
+	switch oper {
+	case 1:
+		return 0x1
+	case 2:
+		return 0x3
+	case 3:
+		return 0xf
+	case 4:
+		return 0xff
+	case 5:
+		return 0x7fff
+	}
+	return 0
+}
+
 // SwitchInfo is one assigned switch.
 type SwitchInfo struct {
 	GUID  uint64
@@ -110,6 +146,8 @@ type Snapshot struct {
 	TopoGen  uint64
 	Switches []SwitchInfo
 	Links    []Link
+	// Avail, parallel to Links, changes TopoGen too: a link's series set.
+	Avail []Avail
 	// Per link, parallel to Links: state and monotonic counter totals.
 	Up     []bool
 	Totals [][NCounters]uint64
@@ -118,6 +156,7 @@ type Snapshot struct {
 	Time       time.Time
 	Duration   time.Duration
 	MADTime    time.Duration // mean per MAD of the last sweep, as the helper timed them
+	MADs       int           // MADs the helper sent in the last sweep
 	PortsSwept int
 	Failures   [NFailures]uint64
 }
@@ -127,6 +166,7 @@ type linkState struct {
 	up    bool
 	state int
 	seen  bool
+	oper  uint16 // operational VLs (mask)
 	last  [NCounters]uint64
 	base  [NCounters]uint64
 	total [NCounters]uint64
@@ -144,6 +184,7 @@ type Sweeper struct {
 	discovered  time.Time
 	rediscover  bool
 	links       []Link
+	avail       []Avail
 	states      []linkState
 	switches    []SwitchInfo
 	index       map[uint64]int // switchGUID<<8|port → link
@@ -154,6 +195,7 @@ type Sweeper struct {
 	// The last logged error of each kind (see warnOnce).
 	helperKind, discoverKind, portsKind string
 	madTotal                            time.Duration // the helper's time for the last sweep's MADs
+	mads                                int           // and their number
 	swept                               bool          // the last Sweep read the ports
 
 	mu        sync.Mutex
@@ -211,7 +253,7 @@ func (s *Sweeper) sweep(ctx context.Context, now time.Time) error {
 		if now.Before(s.nextStart) {
 			return fmt.Errorf("%w: waiting %v before restarting", ErrHelper, s.nextStart.Sub(now).Round(time.Millisecond))
 		}
-		h, err := startHelper(s.cfg.Helper, s.cfg.Env, s.cfg.Dir, s.cfg.MADTimeout, s.cfg.Retries, s.cfg.Window)
+		h, err := startHelper(s.cfg.Helper, s.cfg.Env, s.cfg.Dir, s.cfg.MADTimeout, s.cfg.Retries, s.cfg.Window, s.cfg.vlAttr)
 		if err != nil {
 			return s.helperFailed(now, err)
 		}
@@ -236,16 +278,24 @@ func (s *Sweeper) sweep(ctx context.Context, now time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	bad := 0
-	// The helper bounds each MAD; bound the whole batch as well.
-	timeout := time.Duration(len(s.query)*2*(s.cfg.Retries+1))*s.cfg.MADTimeout + 5*time.Second
-	madTotal, err := s.h.query(s.query, timeout, func(i int, c *CounterLine) {
-		st := &s.states[s.queryLink[i]]
+	bad, skipped := 0, 0
+	// The helper bounds each MAD; bound the whole batch as well (up to 5
+	// MADs a port and a ClassPortInfo a switch).
+	timeout := time.Duration((len(s.query)*5+len(s.switches))*(s.cfg.Retries+1))*s.cfg.MADTimeout + 5*time.Second
+	madTotal, mads, err := s.h.query(s.query, timeout, func(i int, c *CounterLine) {
+		li := s.queryLink[i]
+		st := &s.states[li]
 		if !c.OK {
 			bad++
 			return
 		}
+		if c.Flags&FlagsSkipped != 0 {
+			skipped += bits.OnesCount8(c.Flags & FlagsSkipped)
+		}
 		for k := range NCounters {
+			if g := CounterGroup(k); g != 0 && c.Flags&g == 0 {
+				continue // not read this sweep: keep the total
+			}
 			v := c.V[k]
 			if st.seen && v < st.last[k] {
 				// A reset or a wrap: carry on from the previous total.
@@ -255,13 +305,21 @@ func (s *Sweeper) sweep(ctx context.Context, now time.Time) error {
 			st.total[k] = st.base[k] + v
 		}
 		st.seen = true
+		a := s.avail[li]
+		a.Groups |= c.Flags & FlagsRead
+		a.VLs = availVLs(a.Groups, st)
+		if a != s.avail[li] {
+			s.avail[li] = a
+			s.topoChanged = true // the link's series set changed
+		}
 	})
+	s.failures[FailUnsupported] += uint64(skipped)
 	if err != nil {
 		return s.helperFailed(now, err)
 	}
 	s.backoff = 0
 	s.helperKind = ""
-	s.madTotal = madTotal
+	s.madTotal, s.mads = madTotal, mads
 	s.swept = true // the ports were read (some may have failed)
 	if bad > 0 {
 		s.failures[FailPort] += uint64(bad)
@@ -308,6 +366,7 @@ func (s *Sweeper) merge(t Topology) {
 	}
 	lv := Levels(t)
 	var links []Link
+	var avail []Avail
 	var states []linkState
 	var switches []SwitchInfo
 	index := make(map[uint64]int, len(s.index))
@@ -323,7 +382,9 @@ func (s *Sweeper) merge(t Topology) {
 				RemoteGUID: p.RemoteGUID, Remote: p.RemoteDesc, RemotePort: p.RemotePort,
 				RemoteType: p.RemoteType, RemoteLID: p.RemoteLID, Width: p.Width, Speed: p.Speed, ESpeed: p.ESpeed}
 			var st linkState
+			var a Avail
 			if had {
+				a = s.avail[old]
 				st = s.states[old]
 				if p.RemoteGUID == 0 {
 					// Down: keep the last known far end and rate.
@@ -335,15 +396,20 @@ func (s *Sweeper) merge(t Topology) {
 			}
 			st.state = p.State
 			st.up = p.State == StateActive
+			if p.RemoteGUID != 0 { // a down port keeps its last VLs
+				st.oper = operVLsMask(p.OperVLs)
+			}
+			a.VLs = availVLs(a.Groups, &st)
 			index[key] = len(links)
 			links = append(links, l)
+			avail = append(avail, a)
 			states = append(states, st)
 		}
 	}
-	if !slices.Equal(links, s.links) || !slices.Equal(switches, s.switches) {
+	if !slices.Equal(links, s.links) || !slices.Equal(switches, s.switches) || !slices.Equal(avail, s.avail) {
 		s.topoChanged = true
 	}
-	s.links, s.states, s.switches, s.index = links, states, switches, index
+	s.links, s.avail, s.states, s.switches, s.index = links, avail, states, switches, index
 	s.query, s.queryLink = s.query[:0], s.queryLink[:0]
 	for i, l := range links {
 		if states[i].state > StateDown && l.LID != 0 {
@@ -365,6 +431,7 @@ func (s *Sweeper) publish(start time.Time, err error) {
 		p.TopoGen++
 		p.Switches = slices.Clone(s.switches)
 		p.Links = slices.Clone(s.links)
+		p.Avail = slices.Clone(s.avail)
 		p.Up = make([]bool, len(s.links))
 		p.Totals = make([][NCounters]uint64, len(s.links))
 	}
@@ -382,10 +449,26 @@ func (s *Sweeper) publish(start time.Time, err error) {
 		p.Time = start
 		p.Duration = end.Sub(start)
 		p.PortsSwept = len(s.query)
-		if n := 2 * len(s.query); n > 0 {
-			p.MADTime = s.madTotal / time.Duration(n)
+		p.MADs = s.mads
+		if s.mads > 0 {
+			p.MADTime = s.madTotal / time.Duration(s.mads)
 		}
 	}
+}
+
+// availVLs is the VLs a link reports: none until its VL counters were
+// read, then its operational VLs and every VL counted so far.
+func availVLs(groups uint8, st *linkState) uint16 {
+	if groups&FlagVLXmitWait == 0 {
+		return 0
+	}
+	m := st.oper
+	for v := range NVLs {
+		if st.total[CVLXmitWait0+v] != 0 {
+			m |= 1 << v
+		}
+	}
+	return m
 }
 
 // Run sweeps every Interval, starting offset after each aligned multiple

@@ -221,12 +221,18 @@ export function linkQueries(l: FabricLink, winSec: number): { title: string; uni
   // the dropped name, which PromQL refuses: the sum's growth instead (the
   // sweeper's counters never go back).
   const data = `label_replace(rate(vigil_ib_port_transmit_data_bytes_total{${s}}[${win}]), "dir", "tx", "", "") or label_replace(rate(vigil_ib_port_receive_data_bytes_total{${s}}[${win}]), "dir", "rx", "", "")`;
-  const errs = (mod: string) => `sum by (switch_guid, port) ({__name__=~"vigil_ib_port_(.+_errors|transmit_discards|link_downed)_total",${s}}${mod})`;
+  // PortCounters' error series by name, as the API's errors sum: the
+  // optional details (receive_*_errors, transmit_discards_*) break these
+  // down and would count the same packets twice.
+  const errNames = "symbol_errors|receive_errors|receive_remote_physical_errors|receive_switch_relay_errors|transmit_constraint_errors|receive_constraint_errors|local_link_integrity_errors|excessive_buffer_overrun_errors|transmit_discards|link_downed";
+  const errs = (mod: string) => `sum by (switch_guid, port) ({__name__=~"vigil_ib_port_(${errNames})_total",${s}}${mod})`;
   return [
     { title: "Data (bytes/s)", unit: "bytes/s", expr: data },
     // As the API: the busier direction over the capacity.
     { title: "Utilization", unit: "fraction", expr: `max by (switch_guid, port) (${data}) / max by (switch_guid, port) (vigil_ib_port_rate_bytes_per_second{${s}})` },
     { title: "Xmit wait (ticks/s)", unit: "none", expr: `rate(vigil_ib_port_transmit_wait_total{${s}}[${win}])` },
+    // Per VL where the switch answers PortVLXmitWaitCounters (docs/fabric.md).
+    { title: "Xmit wait by VL (ticks/s)", unit: "none", expr: `max by (vl) (rate(vigil_ib_port_vl_transmit_wait_total{${s}}[${win}]))` },
     { title: "Errors (/s)", unit: "none", expr: `(${errs("")} - ${errs(" offset " + win)}) / ${winSec} >= 0` },
     { title: "Up", unit: "none", expr: `vigil_ib_port_up{${s}}` },
   ];

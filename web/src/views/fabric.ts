@@ -333,7 +333,7 @@ export function fabricView(root: HTMLElement, { route, navigate, expose, signal 
           box.append(h("div.chart-title", null, q.title), h("div.chart-msg", null, "no data in the last hour"));
           return;
         }
-        const labels = res.map((s) => s.metric.dir ?? q.title.replace(/ \(.*/, ""));
+        const labels = res.map((s) => s.metric.dir ?? (s.metric.vl !== undefined ? "VL " + s.metric.vl : q.title.replace(/ \(.*/, "")));
         charts.push(makeChart(box, { title: q.title, unit: q.unit, labels, data: alignSeries(res), xRange: [start, end], syncKey: "fabric", stepped: q.title === "Up" }));
         box.classList.add("has-data");
         state.charts++;

@@ -129,6 +129,10 @@ test("link charts select the port, quoting its labels", () => {
   const qs = linkQueries(l, 60);
   assert.ok(qs.every((q) => q.expr.includes('switch_guid="g-le\\"af",port="3"')), qs.map((q) => q.expr).join("\n"));
   assert.ok(qs.find((q) => q.title.startsWith("Errors"))!.expr.includes("offset 60s)) / 60"));
+  // PortCounters' errors by name: not the details that break them down.
+  const errs = qs.find((q) => q.title.startsWith("Errors"))!.expr;
+  assert.ok(errs.includes("|receive_errors|") && !errs.includes(".+") && !errs.includes("local_phy"), errs);
+  assert.ok(qs.find((q) => q.title.startsWith("Xmit wait by VL"))!.expr.includes("max by (vl)"));
   // Utilization as the API's: the busier of tx and rx.
   const util = qs.find((q) => q.title === "Utilization")!.expr;
   assert.ok(util.includes("transmit_data") && util.includes("receive_data"), util);

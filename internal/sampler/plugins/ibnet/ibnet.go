@@ -149,7 +149,25 @@ var counterSeries = [...]struct {
 	{"vigil_ib_port_local_link_integrity_errors_total", "Local link integrity errors.", ibnet.CLocalLinkIntegrityErrors, 1},
 	{"vigil_ib_port_excessive_buffer_overrun_errors_total", "Excessive buffer overruns.", ibnet.CExcessiveBufferOverrunErrors, 1},
 	{"vigil_ib_port_vl15_dropped_total", "VL15 (management) packets dropped.", ibnet.CVL15Dropped, 1},
+	// The optional details: emitted for a link once its switch answered
+	// them (ibnet.Avail). They break down transmit_discards and
+	// receive_errors/receive_switch_relay_errors, not add to them.
+	{"vigil_ib_port_transmit_discards_inactive_total", "Outbound packets discarded because the port was down or congested (PortInactiveDiscards).", ibnet.CXmitDiscardInactive, 1},
+	{"vigil_ib_port_transmit_discards_neighbor_mtu_total", "Outbound packets discarded for exceeding the neighbour's MTU (PortNeighborMTUDiscards).", ibnet.CXmitDiscardNeighborMTU, 1},
+	{"vigil_ib_port_transmit_discards_sw_lifetime_limit_total", "Outbound packets discarded by the switch lifetime limit (PortSwLifetimeLimitDiscards).", ibnet.CXmitDiscardSwLifetimeLimit, 1},
+	{"vigil_ib_port_transmit_discards_sw_hoq_lifetime_limit_total", "Outbound packets discarded by the head-of-queue lifetime limit (PortSwHOQLifetimeLimitDiscards).", ibnet.CXmitDiscardSwHOQLifetimeLimit, 1},
+	{"vigil_ib_port_receive_local_phy_errors_total", "Received packets with local physical errors (PortLocalPhysicalErrors).", ibnet.CRcvLocalPhyErrors, 1},
+	{"vigil_ib_port_receive_malformed_packet_errors_total", "Received malformed packets (PortMalformedPacketErrors).", ibnet.CRcvMalformedPacketErrors, 1},
+	{"vigil_ib_port_receive_buffer_overrun_errors_total", "Received packets dropped by buffer overrun (PortBufferOverrunErrors).", ibnet.CRcvBufferOverrunErrors, 1},
+	{"vigil_ib_port_receive_dlid_mapping_errors_total", "Received packets with no route for their DLID (PortDLIDMappingErrors).", ibnet.CRcvDLIDMappingErrors, 1},
+	{"vigil_ib_port_receive_vl_mapping_errors_total", "Received packets with no VL mapping (PortVLMappingErrors).", ibnet.CRcvVLMappingErrors, 1},
+	{"vigil_ib_port_receive_looping_errors_total", "Received packets that would leave by their input port (PortLoopingErrors).", ibnet.CRcvLoopingErrors, 1},
 }
+
+// vlWaitName is the per-VL wait series (label vl="0".."15").
+const vlWaitName = "vigil_ib_port_vl_transmit_wait_total"
+
+var vlNames = [ibnet.NVLs]string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15"}
 
 // Plugin is the ibnet plugin.
 type Plugin struct {
@@ -161,8 +179,9 @@ type Plugin struct {
 	topoGen uint64
 	// Rebuilt on a topology change: per link, its descriptors.
 	up       []*metric.Desc
-	counters [][len(counterSeries)]*metric.Desc
-	static   []*metric.Desc // info, rate and switch info
+	counters [][len(counterSeries)]*metric.Desc // nil: an optional counter the link lacks
+	vlWait   [][ibnet.NVLs]*metric.Desc         // nil: a VL not reported
+	static   []*metric.Desc                     // info, rate and switch info
 	staticV  []float64
 	self     [5]*metric.Desc
 	failures [ibnet.NFailures]*metric.Desc
@@ -221,7 +240,7 @@ func (p *Plugin) Init(env sampler.Env) error {
 		metric.NewDesc("vigil_ibnet_sweeps_total", "Fabric sweeps completed.", metric.Counter),
 	}
 	for i, r := range ibnet.FailureReasons {
-		p.failures[i] = metric.NewDesc("vigil_ibnet_sweep_failures_total", "Fabric sweep failures: helper (died, timed out, garbled), discover (fabric did not answer), port (a port's MAD failed).", metric.Counter, "reason", r)
+		p.failures[i] = metric.NewDesc("vigil_ibnet_sweep_failures_total", "Fabric sweep failures: helper (died, timed out, garbled), discover (fabric did not answer), port (a port's MAD failed), unsupported (a switch refused or did not answer an optional attribute: skipped for it until the next discovery).", metric.Counter, "reason", r)
 	}
 	p.copyFn = p.copy
 	ctx, cancel := context.WithCancel(context.Background())
@@ -269,6 +288,7 @@ func (p *Plugin) render(s *ibnet.Snapshot) {
 	n := len(s.Links)
 	p.up = make([]*metric.Desc, n)
 	p.counters = make([][len(counterSeries)]*metric.Desc, n)
+	p.vlWait = make([][ibnet.NVLs]*metric.Desc, n)
 	p.upV = make([]bool, n)
 	p.totals = make([][ibnet.NCounters]uint64, n)
 	p.static, p.staticV = p.static[:0], p.staticV[:0]
@@ -284,8 +304,20 @@ func (p *Plugin) render(s *ibnet.Snapshot) {
 			metric.NewDesc("vigil_ib_port_rate_bytes_per_second", "Link data capacity in bytes per second.", metric.Gauge, labels...))
 		p.staticV = append(p.staticV, 1, bps)
 		p.up[i] = metric.NewDesc("vigil_ib_port_up", "1 if the link is active, 0 if down or not yet active.", metric.Gauge, labels...)
+		a := s.Avail[i]
 		for k, c := range counterSeries {
+			if g := ibnet.CounterGroup(c.idx); g != 0 && a.Groups&g == 0 {
+				continue
+			}
 			p.counters[i][k] = metric.NewDesc(c.name, c.help, metric.Counter, labels...)
+		}
+		if a.Groups&ibnet.FlagVLXmitWait != 0 {
+			for v := range ibnet.NVLs {
+				if a.VLs&(1<<v) != 0 {
+					p.vlWait[i][v] = metric.NewDesc(vlWaitName, "Ticks with data to send on this VL but no credits (PortVLXmitWait); the port's operational VLs and any VL counted.",
+						metric.Counter, append(labels[:len(labels):len(labels)], "vl", vlNames[v])...)
+				}
+			}
 		}
 	}
 	for _, sw := range s.Switches {
@@ -321,7 +353,14 @@ func (p *Plugin) Sample(ctx context.Context, _ time.Time, b *metric.Batch) error
 		b.Add(d, v)
 		t := &p.totals[i]
 		for k, c := range counterSeries {
-			b.Add(p.counters[i][k], float64(t[c.idx])*c.scale)
+			if d := p.counters[i][k]; d != nil {
+				b.Add(d, float64(t[c.idx])*c.scale)
+			}
+		}
+		for v, d := range p.vlWait[i] {
+			if d != nil {
+				b.Add(d, float64(t[ibnet.CVLXmitWait0+v]))
+			}
 		}
 	}
 	if p.snap.SweepGen > 0 {

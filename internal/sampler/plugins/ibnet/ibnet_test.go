@@ -50,7 +50,13 @@ func TestE2EPlugin(t *testing.T) {
 			t.Setenv(k, v) // the plugin's helper inherits them
 		}
 	}
-	sim.Console(t, `PerformanceSet "leaf03"[3] PortCounters.PortXmitWait=4242`)
+	for _, set := range []string{"PortCounters.PortXmitWait=4242", "PortRcvErrorDetails.PortLoopingErrors=13",
+		"PortXmitDiscardDetails.PortNeighborMTUDiscards=11", "PortVLXmitWaitCounters.PortVLXmitWaitCounters3=77",
+		"PortVLXmitWaitCounters.PortVLXmitWaitCounters12=5"} {
+		if out := sim.Console(t, `PerformanceSet "leaf03"[3] `+set); !strings.Contains(out, "has been set") {
+			t.Fatalf("ibsim %s: %s", set, out)
+		}
+	}
 	cfg := DefaultConfig()
 	cfg.Helper = helper
 	// cn005 sits below leaf03; 4 hosts share 6 switches.
@@ -81,8 +87,29 @@ func TestE2EPlugin(t *testing.T) {
 	}
 	m := series(&b)
 	var wait, info, switches int
+	vls := map[string]int{} // VL series per link
+	leaf03p3 := func(k string) bool {
+		return strings.Contains(k, `switch="leaf03"`) && strings.Contains(k, `,port="3",`)
+	}
 	for k, v := range m {
 		switch {
+		case strings.HasPrefix(k, "vigil_ib_port_vl_transmit_wait_total{"):
+			link, _, _ := strings.Cut(k, `,vl=`)
+			vls[link]++
+			if leaf03p3(k) {
+				want := map[string]float64{`vl="3"`: 77, `vl="12"`: 5}[k[strings.Index(k, "vl="):len(k)-1]]
+				if v != want {
+					t.Errorf("%s = %v, want %v", k, v, want)
+				}
+			}
+		case strings.HasPrefix(k, "vigil_ib_port_receive_looping_errors_total{") && leaf03p3(k):
+			if v != 13 || !strings.Contains(k, `remote="spine01"`) {
+				t.Errorf("%s = %v, want 13", k, v)
+			}
+		case strings.HasPrefix(k, "vigil_ib_port_transmit_discards_neighbor_mtu_total{") && leaf03p3(k):
+			if v != 11 {
+				t.Errorf("%s = %v, want 11", k, v)
+			}
 		case strings.HasPrefix(k, "vigil_ib_port_transmit_wait_total{"):
 			if strings.Contains(k, `switch="leaf03"`) && strings.Contains(k, `,port="3",`) {
 				if !strings.Contains(k, `remote="spine01"`) || !strings.Contains(k, `remote_port="3"`) || !strings.Contains(k, `remote_type="switch"`) {
@@ -107,6 +134,33 @@ func TestE2EPlugin(t *testing.T) {
 	}
 	if wait != 1 {
 		t.Errorf("leaf03 p3 transmit wait series: %d", wait)
+	}
+	// opensm makes VL0-7 operational: 8 VL series a link, 9 where VL12
+	// counted too.
+	if len(vls) != info {
+		t.Errorf("VL series on %d links, want all %d", len(vls), info)
+	}
+	for link, n := range vls {
+		if want := map[bool]int{false: 8, true: 9}[leaf03p3(link+",")]; n != want {
+			t.Errorf("%s: %d VL series, want %d", link, n, want)
+		}
+	}
+	for _, name := range []string{"vigil_ib_port_transmit_discards_inactive_total", "vigil_ib_port_transmit_discards_sw_lifetime_limit_total",
+		"vigil_ib_port_receive_local_phy_errors_total", "vigil_ib_port_receive_malformed_packet_errors_total",
+		"vigil_ib_port_receive_buffer_overrun_errors_total", "vigil_ib_port_receive_dlid_mapping_errors_total",
+		"vigil_ib_port_receive_vl_mapping_errors_total", "vigil_ib_port_transmit_discards_sw_hoq_lifetime_limit_total"} {
+		n := 0
+		for k := range m {
+			if strings.HasPrefix(k, name+"{") {
+				n++
+			}
+		}
+		if n != info {
+			t.Errorf("%s: %d series, want one a link (%d)", name, n, info)
+		}
+	}
+	if v, ok := m[`vigil_ibnet_sweep_failures_total{reason="unsupported"}`]; !ok || v != 0 {
+		t.Errorf("unsupported failures: %v %v", v, ok)
 	}
 	// cn005's share: leaf03 and at most one more of 6 switches.
 	if switches < 1 || switches > 2 || m["vigil_ibnet_switches_assigned"] != float64(switches) {
