@@ -203,3 +203,54 @@ func BenchmarkCheckCodes(b *testing.B) {
 		})
 	}
 }
+
+// TestDecoderStreamIDs: streams are found by id whatever the ids (dense as
+// an encoder gives them, huge, or dense after being sparse), and the
+// dense index stays within twice the streams held whatever ids a peer
+// picks.
+func TestDecoderStreamIDs(t *testing.T) {
+	d := NewDecoder(Limits{}, nil)
+	rng := rand.New(rand.NewPCG(5, 5))
+	held := map[uint64]*decStream{}
+	for n := range 5000 {
+		var id uint64
+		switch rng.IntN(3) {
+		case 0:
+			id = uint64(n) // dense
+		case 1:
+			id = rng.Uint64() // anywhere
+		default:
+			id = uint64(rng.IntN(3 * (n + 1))) // near the count
+		}
+		if held[id] != nil {
+			continue
+		}
+		if d.stream(id) != nil {
+			t.Fatalf("stream %d found before it was added", id)
+		}
+		s := &decStream{node: strconv.FormatUint(id, 10)}
+		d.addStream(id, s)
+		held[id] = s
+		if len(d.dense) > 2*len(held)+64 {
+			t.Fatalf("%d streams, dense index of %d", len(held), len(d.dense))
+		}
+	}
+	for id, s := range held {
+		if got := d.stream(id); got != s {
+			t.Fatalf("stream %d: got %p, want %p", id, got, s)
+		}
+	}
+	if d.nstreams != len(held) || len(d.sparse)+countNonNil(d.dense) != len(held) {
+		t.Fatalf("%d streams counted, %d sparse + %d dense, want %d", d.nstreams, len(d.sparse), countNonNil(d.dense), len(held))
+	}
+}
+
+func countNonNil(ss []*decStream) int {
+	n := 0
+	for _, s := range ss {
+		if s != nil {
+			n++
+		}
+	}
+	return n
+}
