@@ -124,8 +124,8 @@ func (in *Interner) lookup(key []byte) *metric.Desc {
 
 // Decoder holds the receiving side of one connection.
 type Decoder struct {
-	lim     Limits
-	in      *Interner
+	lim Limits
+	in  *Interner
 	// A stream is found by id in dense while ids stay near the number of
 	// streams (an encoder numbers them from 0), else in sparse: a lookup
 	// per tick without hashing, and no more memory than the streams'
@@ -134,8 +134,8 @@ type Decoder struct {
 	sparse   map[uint64]*decStream
 	nstreams int
 	total    int // table entries over all streams
-	key     []byte
-	br      bitReader
+	key      []byte
+	br       bitReader
 	// vals holds a tick's values while the handler runs: one for all
 	// streams, as thousands of them share a connection.
 	vals []float64
