@@ -314,6 +314,12 @@ func run(o options) error {
 			return err
 		}
 	}
+	// The top runs in this process: its CPU (with the scrapes) competes
+	// with the tree's for the same cores.
+	self0, err := cpuNanos(os.Getpid())
+	if err != nil {
+		return err
+	}
 	var perf *exec.Cmd
 	if o.perf != "" {
 		perf = exec.Command("perf", "record", "-F", "499", "-g", "-o", o.perf, "-p", strconv.Itoa(l1.cmd.Process.Pid),
@@ -364,6 +370,10 @@ func run(o options) error {
 			return err
 		}
 		cpu[i] = float64(c1-c.cpu0) / float64(elapsed.Nanoseconds()) * 100
+	}
+	self1, err := cpuNanos(os.Getpid())
+	if err != nil {
+		return err
 	}
 	in1, err := scrapeAgg(l1.http)
 	if err != nil {
@@ -447,6 +457,8 @@ func run(o options) error {
 	for i, c := range procs {
 		fmt.Printf("  %-22s CPU %5.1f%% of a core, max RSS %.1f MiB\n", c.name, cpu[i], float64(c.rssMax)/(1<<20))
 	}
+	fmt.Printf("  %-22s CPU %5.1f%% of a core (the top %s every frame, and the scrapes)\n", "treeload", float64(self1-self0)/float64(elapsed.Nanoseconds())*100,
+		map[bool]string{false: "checking", true: "decoding"}[o.decode])
 	return nil
 }
 
