@@ -12,8 +12,10 @@
 // same machine and its CPU is reported too: on a small machine it competes
 // with the aggregator.
 //
-// Latency is broken down by hop: how late the simulator built and wrote
-// each tick (from its log) and each aggregator's lag at arrival and once
+// Latency is broken down by hop: how late the simulator had each tick
+// ready (built, encoded and due: it builds them ahead) and wrote it, and
+// how long a group's build took (from its log), each aggregator's lag at
+// arrival and once
 // written upstream (its vigil_aggregator_tick_lag_seconds histograms), all
 // against the tick's own timestamp, over the window. Gap records are
 // counted on the window and for the whole run.
