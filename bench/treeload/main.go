@@ -12,14 +12,23 @@
 // same machine and its CPU is reported too: on a small machine it competes
 // with the aggregator.
 //
-// Latency is broken down by hop: how late the simulator built and wrote
-// each tick (from its log) and each aggregator's lag at arrival and once
+// Latency is broken down by hop: how late the simulator had each tick
+// ready (built, encoded and due: it builds them ahead) and wrote it, and
+// how long a group's build took (from its log), each aggregator's lag at
+// arrival and once
 // written upstream (its vigil_aggregator_tick_lag_seconds histograms), all
 // against the tick's own timestamp, over the window. Gap records are
 // counted on the window and for the whole run.
 //
 // --key authenticates every link with a shared key generated for the run
 // (tagged frames, protocol 2), to compare its cost with unkeyed runs.
+//
+// The top only checks the frames it gets, as a relaying aggregator does
+// (times and value counts, no value computed), so that its own decoding
+// is not part of the latency measured; --decode makes it decode every
+// value (the wire.Handler path), to check them. --sim runs the simulator
+// from another vigil binary than the aggregators, to compare simulators
+// on the same tree.
 //
 // --perf FILE records the first aggregator with `perf record -g` during the
 // window (build vigil without -s -w so perf finds the symbols).
@@ -54,6 +63,8 @@ import (
 
 type options struct {
 	vigil     string
+	sim       string
+	decode    bool
 	nodes     int
 	levels    int
 	duration  time.Duration
@@ -68,6 +79,8 @@ type options struct {
 func main() {
 	var o options
 	flag.StringVar(&o.vigil, "vigil", "bin/vigil", "vigil binary")
+	flag.StringVar(&o.sim, "sim", "", "vigil binary for the simulator (default: --vigil)")
+	flag.BoolVar(&o.decode, "decode", false, "the top decodes every value instead of only checking the frames")
 	flag.IntVar(&o.nodes, "nodes", 20000, "simulated nodes")
 	flag.IntVar(&o.levels, "levels", 1, "aggregator levels: 1 (sim -> L1 -> top) or 2 (sim -> L1 -> L2 -> top)")
 	flag.DurationVar(&o.duration, "duration", 30*time.Second, "measurement window")
@@ -107,6 +120,11 @@ type top struct {
 }
 
 func (tp *top) Tick(node string, t time.Time, _ []*metric.Desc, values []float64) {
+	tp.arrive(node, t, len(values))
+}
+
+// arrive records a tick of n values of node stamped t.
+func (tp *top) arrive(node string, t time.Time, n int) {
 	now := time.Now()
 	if !strings.HasPrefix(node, "cn") {
 		tp.mu.Lock()
@@ -127,7 +145,7 @@ func (tp *top) Tick(node string, t time.Time, _ []*metric.Desc, values []float64
 		return
 	}
 	tp.ticks[node]++
-	tp.values += int64(len(values))
+	tp.values += int64(n)
 	tp.lat = append(tp.lat, now.Sub(t))
 }
 
@@ -151,6 +169,15 @@ func (tp *top) NodeState(node string, up bool, t time.Time) {
 		tp.mu.Unlock()
 	}
 }
+
+// checkTop is the top as a wire.RelayHandler: the decoder only checks
+// values frames (the per-series code mode, no value state), as it does
+// for a relaying aggregator, and passes each frame's time and count.
+type checkTop struct{ *top }
+
+func (ct checkTop) RelaySchema(string, *wire.RelaySchema) {}
+
+func (ct checkTop) RelayTick(node string, t time.Time, f *wire.RelayFrame) { ct.arrive(node, t, f.N) }
 
 func (tp *top) nodesSeen() int {
 	tp.mu.Lock()
@@ -221,7 +248,11 @@ func run(o options) error {
 	}
 	var topStats wire.ServerStats
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	go wire.Serve(ctx, ln, wire.ServerOptions{Name: "treeload-top", Key: key, Log: quiet, Stats: &topStats}, tp)
+	var h wire.Handler = checkTop{tp}
+	if o.decode {
+		h = tp
+	}
+	go wire.Serve(ctx, ln, wire.ServerOptions{Name: "treeload-top", Key: key, Log: quiet, Stats: &topStats}, h)
 
 	// Aggregators from the top down, each streaming to the one above.
 	var aggs []*child // aggs[0] is L1
@@ -250,7 +281,13 @@ func run(o options) error {
 		}
 	}
 	l1 := aggs[0]
-	sim, err := startChild(bin, "simulate", append([]string{"simulate", "--nodes", strconv.Itoa(o.nodes), "--interval", o.interval.String(),
+	simBin := bin
+	if o.sim != "" {
+		if simBin, err = filepath.Abs(o.sim); err != nil {
+			return err
+		}
+	}
+	sim, err := startChild(simBin, "simulate", append([]string{"simulate", "--nodes", strconv.Itoa(o.nodes), "--interval", o.interval.String(),
 		"--cpus", strconv.Itoa(o.cpus), "--group-size", strconv.Itoa(o.groupSize), "--upstream", upstream}, keyArgs...)...)
 	if err != nil {
 		return err
@@ -278,6 +315,12 @@ func run(o options) error {
 		if c.cpu0, err = cpuNanos(c.cmd.Process.Pid); err != nil {
 			return err
 		}
+	}
+	// The top runs in this process: its CPU (with the scrapes) competes
+	// with the tree's for the same cores.
+	self0, err := cpuNanos(os.Getpid())
+	if err != nil {
+		return err
 	}
 	var perf *exec.Cmd
 	if o.perf != "" {
@@ -330,6 +373,10 @@ func run(o options) error {
 		}
 		cpu[i] = float64(c1-c.cpu0) / float64(elapsed.Nanoseconds()) * 100
 	}
+	self1, err := cpuNanos(os.Getpid())
+	if err != nil {
+		return err
+	}
 	in1, err := scrapeAgg(l1.http)
 	if err != nil {
 		return err
@@ -364,8 +411,8 @@ func run(o options) error {
 	simTotals := lastMatch(sim.stderr.String(), `msg=totals .*ticks=(\d+) dropped=(\d+).*overruns=(\d+)`)
 	vpn := lastMatch(sim.stderr.String(), `values_per_node=(\d+)`)
 
-	fmt.Printf("treeload: nodes=%d levels=%d interval=%s window=%s cpus/node=%d group=%d key=%v\n",
-		o.nodes, o.levels, o.interval, o.duration, o.cpus, o.groupSize, o.key)
+	fmt.Printf("treeload: nodes=%d levels=%d interval=%s window=%s cpus/node=%d group=%d key=%v top=%s\n",
+		o.nodes, o.levels, o.interval, o.duration, o.cpus, o.groupSize, o.key, map[bool]string{false: "checks", true: "decodes"}[o.decode])
 	if len(vpn) == 2 {
 		v, _ := strconv.ParseFloat(vpn[1], 64)
 		fmt.Printf("  sent (nominal)        %12.0f values/s  (%s values/node/tick)\n", v*float64(o.nodes)/o.interval.Seconds(), vpn[1])
@@ -382,8 +429,11 @@ func run(o options) error {
 	// Where the time goes: each point's lag behind the tick's timestamp.
 	fmt.Printf("  latency by hop        p50 / p99 of (time at that point - sample timestamp), over the window\n")
 	if m := simLags(simLog); m != nil {
-		fmt.Printf("    %-20s %9v / %-9v (over %s of simulator reports in the window)\n", "simulate: built", m[0], m[1], m[4])
+		fmt.Printf("    %-20s %9v / %-9v (over %s of simulator reports in the window)\n", "simulate: ready", m[0], m[1], m[4])
 		fmt.Printf("    %-20s %9v / %-9v\n", "simulate: written", m[2], m[3])
+		if b := simBuild(simLog); b != nil {
+			fmt.Printf("    %-20s %9v / %-9v (a group's build and encoding of a tick, %s before its time)\n", "simulate: build took", b[0], b[1], b[2])
+		}
 	}
 	for i, a := range aggs {
 		rcv := hist1[i].sub(hist0[i], "received")
@@ -409,6 +459,8 @@ func run(o options) error {
 	for i, c := range procs {
 		fmt.Printf("  %-22s CPU %5.1f%% of a core, max RSS %.1f MiB\n", c.name, cpu[i], float64(c.rssMax)/(1<<20))
 	}
+	fmt.Printf("  %-22s CPU %5.1f%% of a core (the top %s every frame, and the scrapes)\n", "treeload", float64(self1-self0)/float64(elapsed.Nanoseconds())*100,
+		map[bool]string{false: "checking", true: "decoding"}[o.decode])
 	return nil
 }
 
@@ -603,6 +655,31 @@ func simLags(log string) []any {
 	}
 	out[4] = fmt.Sprintf("%d×10s", len(all))
 	return out
+}
+
+// simBuild returns the median of the simulator's build_p50 and the largest
+// build_p99 over its totals lines after the first, and its lead (a
+// simulator that builds ticks on time logs none).
+func simBuild(log string) []any {
+	all := regexp.MustCompile(`msg=totals .*build_p50=(\S+) build_p99=(\S+) lead=(\S+)`).FindAllStringSubmatch(log, -1)
+	if len(all) > 1 {
+		all = all[1:]
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	var p50, p99 []time.Duration
+	for _, m := range all {
+		a, err1 := time.ParseDuration(m[1])
+		b, err2 := time.ParseDuration(m[2])
+		if err1 != nil || err2 != nil {
+			return nil
+		}
+		p50, p99 = append(p50, a), append(p99, b)
+	}
+	slices.Sort(p50)
+	slices.Sort(p99)
+	return []any{p50[len(p50)/2], p99[len(p99)-1], all[0][3]}
 }
 
 // cpuNanos sums the on-CPU time of every thread of pid.

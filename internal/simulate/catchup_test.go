@@ -19,6 +19,7 @@ type stallSource struct {
 	slow  map[int]time.Duration
 	desc  *metric.Desc
 	ticks atomic.Int64
+	built []time.Time // when each tick was built (read once the group is done)
 }
 
 func (s *stallSource) Sample(t time.Time, _ time.Duration, b *metric.Batch) {
@@ -27,19 +28,23 @@ func (s *stallSource) Sample(t time.Time, _ time.Duration, b *metric.Batch) {
 	}
 	s.n++
 	s.ticks.Add(1)
+	s.built = append(s.built, time.Now())
 	b.Add(s.desc, float64(s.n))
 }
 
 type timesHandler struct {
 	wire.NopHandler
-	mu    sync.Mutex
-	times []time.Time
-	gaps  int
+	mu      sync.Mutex
+	times   []time.Time
+	arrived []time.Time
+	gaps    int
 }
 
 func (h *timesHandler) Tick(_ string, t time.Time, _ []*metric.Desc, _ []float64) {
+	now := time.Now()
 	h.mu.Lock()
 	h.times = append(h.times, t)
+	h.arrived = append(h.arrived, now)
 	h.mu.Unlock()
 }
 
@@ -61,13 +66,13 @@ func runGroup(t *testing.T, src *stallSource, interval time.Duration, n int) (*t
 	quiet := slog.New(slog.DiscardHandler)
 	h := &timesHandler{}
 	go func() { _ = wire.Serve(ctx, ln, wire.ServerOptions{Log: quiet}, h) }()
-	c, err := wire.NewClient(wire.ClientOptions{Addrs: []string{ln.Addr().String()}, Log: quiet})
+	c, err := wire.NewClient(wire.ClientOptions{Addrs: []string{ln.Addr().String()}, Log: quiet, Hold: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = c.Run(ctx) }()
 	var overruns atomic.Uint64
-	g := &group{interval: interval, client: c, nodes: []source{src}, names: []string{"cn00001"},
+	g := &group{interval: interval, lead: interval / 2, client: c, build: &lagHist{}, nodes: []source{src}, names: []string{"cn00001"},
 		streams: []*wire.ClientStream{c.NewStream("cn00001")}, overruns: &overruns, produced: &lagHist{}}
 	done := make(chan struct{})
 	go func() { g.run(ctx); close(done) }()
@@ -121,5 +126,35 @@ func TestGroupSkipsWhenOverloaded(t *testing.T) {
 	defer h.mu.Unlock()
 	if h.gaps == 0 || overruns == 0 {
 		t.Errorf("%d gaps, %d overruns; want the skipped ticks reported", h.gaps, overruns)
+	}
+}
+
+// TestGroupPreparesAhead: a tick is built and encoded before its time (a
+// real node builds its own in parallel with the others, so the bench must
+// not add the building of all of them to the latency it measures), yet no
+// tick is written before its timestamp.
+func TestGroupPreparesAhead(t *testing.T) {
+	const iv = 100 * time.Millisecond
+	src := &stallSource{desc: metric.NewDesc("x", "x", metric.Gauge)}
+	h, overruns := runGroup(t, src, iv, 6)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if overruns != 0 || h.gaps != 0 {
+		t.Errorf("%d overruns, %d gaps; want none", overruns, h.gaps)
+	}
+	ahead := 0
+	for i, ts := range h.times {
+		if h.arrived[i].Before(ts) {
+			t.Errorf("tick %v arrived %v before its time", ts, ts.Sub(h.arrived[i]))
+		}
+		// Ticks are built in order, one a tick: the i-th arrived is the
+		// i-th built.
+		if i < len(src.built) && src.built[i].Before(ts) {
+			ahead++
+		}
+	}
+	// Built half an interval ahead; a loaded machine may delay a few.
+	if ahead == 0 {
+		t.Errorf("none of %d ticks was built before its time", len(h.times))
 	}
 }

@@ -10,9 +10,15 @@ import (
 // cover the ticks since the previous line (take resets it).
 type lagHist struct{ n [10001]atomic.Uint64 }
 
-func (h *lagHist) observe(d time.Duration) {
+func (h *lagHist) observe(d time.Duration) { h.observeN(d, 1) }
+
+// observeN counts n latencies of d.
+func (h *lagHist) observeN(d time.Duration, n uint64) {
+	if n == 0 {
+		return
+	}
 	i := min(max(d.Milliseconds(), 0), int64(len(h.n)-1))
-	h.n[i].Add(1)
+	h.n[i].Add(n)
 }
 
 // take returns the p50 and p99 and starts over.

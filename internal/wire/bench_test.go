@@ -113,3 +113,87 @@ func benchDecode(b *testing.B, h wire.Handler) {
 		})
 	}
 }
+
+// BenchmarkCheckStreams checks a connection's frames of 5,000 nodes, as
+// an aggregator's connection to another carries them: node after node,
+// each its own stream (BenchmarkCheck has one stream). One op is one
+// node's tick.
+func BenchmarkCheckStreams(b *testing.B) {
+	const nodes, ticks = 5000, 8
+	const valuesFrame = 17 // a Values frame's type (docs/format/wire.md), 0x80: keyframe
+	sch := simulate.NewSchema(16)
+	enc := wire.NewEncoder()
+	sims := make([]*simulate.Node, nodes)
+	streams := make([]*wire.Stream, nodes)
+	for i := range sims {
+		sims[i] = simulate.NewNode(simulate.NodeName(i+1), sch, uint64(i))
+		streams[i] = enc.NewStream(simulate.NodeName(i + 1))
+	}
+	var frames []byte
+	var batch metric.Batch
+	values := 0
+	t0 := time.Unix(1_763_800_000, 0)
+	first := 0 // bytes of the first tick (every schema)
+	for k := range ticks {
+		t := t0.Add(time.Duration(k) * time.Second)
+		for i, n := range sims {
+			if k == 1 {
+				// Ticks 1.. are checked again and again: the first of
+				// them starts from the initial state.
+				streams[i].Keyframe()
+			}
+			batch.Reset(t)
+			n.Sample(t, time.Second, &batch)
+			var err error
+			if frames, err = enc.AppendTick(frames, streams[i], batch.Time, batch.Descs, batch.Values); err != nil {
+				b.Fatal(err)
+			}
+			if k > 0 {
+				values += batch.Len()
+			}
+		}
+		if k == 0 {
+			first = len(frames)
+		}
+	}
+	dec := wire.NewDecoder(wire.Limits{}, nil)
+	var r bytes.Reader
+	fr := wire.NewFrameReader(&r, 0)
+	decodeAll := func(in []byte) {
+		r.Reset(in)
+		for {
+			typ, payload, err := fr.Next()
+			if err != nil {
+				return
+			}
+			if err := dec.Decode(typ, payload, relayNop{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	decodeAll(frames[:first])
+	rest := frames[first:]
+	b.ReportAllocs()
+	b.ResetTimer()
+	done := 0
+	for b.Loop() {
+		if done%(nodes*(ticks-1)) == 0 {
+			r.Reset(rest)
+		}
+		typ, payload, err := fr.Next()
+		for err == nil && typ&^0x80 != valuesFrame { // a schema update
+			if err = dec.Decode(typ, payload, relayNop{}); err == nil {
+				typ, payload, err = fr.Next()
+			}
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := dec.Decode(typ, payload, relayNop{}); err != nil {
+			b.Fatal(err)
+		}
+		done++
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(values)/float64(nodes*(ticks-1))*float64(done)/b.Elapsed().Seconds(), "values/s")
+}

@@ -48,6 +48,10 @@ type ClientOptions struct {
 	// latency goes. It runs under the client's lock, so it must be quick
 	// and must not call the Client.
 	Written func(t, queued, now time.Time)
+	// Hold keeps each tick queued until Release passes its timestamp (and
+	// what was queued after it, so order is kept): a simulator encodes a
+	// tick ahead of its time and has it written on time.
+	Hold bool
 }
 
 // ClientStats counts what a Client did.
@@ -138,7 +142,7 @@ func NewClient(o ClientOptions) (*Client, error) {
 		wake: make(chan struct{}, 1),
 		enc:  enc,
 	}
-	c.sq = sendQueue{max: o.MaxQueueBytes, stats: &c.stats}
+	c.sq = sendQueue{max: o.MaxQueueBytes, stats: &c.stats, hold: o.Hold}
 	return c, nil
 }
 
@@ -166,6 +170,20 @@ func (c *Client) Tick(cs *ClientStream, t time.Time, descs []*metric.Desc, value
 		e.descs, e.vals = cs.s.seq, c.sq.keep(values)
 	}
 	c.push(e, err)
+}
+
+// Release lets the sender write the ticks held (ClientOptions.Hold) whose
+// timestamp is not after t.
+func (c *Client) Release(t time.Time) {
+	c.mu.Lock()
+	if t.After(c.sq.released) {
+		c.sq.released = t
+	}
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
 }
 
 // Gap queues a gap of node (ticks from..to lost further down the tree).

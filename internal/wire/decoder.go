@@ -124,12 +124,18 @@ func (in *Interner) lookup(key []byte) *metric.Desc {
 
 // Decoder holds the receiving side of one connection.
 type Decoder struct {
-	lim     Limits
-	in      *Interner
-	streams map[uint64]*decStream
-	total   int // table entries over all streams
-	key     []byte
-	br      bitReader
+	lim Limits
+	in  *Interner
+	// A stream is found by id in dense while ids stay near the number of
+	// streams (an encoder numbers them from 0), else in sparse: a lookup
+	// per tick without hashing, and no more memory than the streams'
+	// count allows whatever ids a peer sends.
+	dense    []*decStream
+	sparse   map[uint64]*decStream
+	nstreams int
+	total    int // table entries over all streams
+	key      []byte
+	br       bitReader
 	// vals holds a tick's values while the handler runs: one for all
 	// streams, as thousands of them share a connection.
 	vals []float64
@@ -176,7 +182,32 @@ func NewDecoder(lim Limits, in *Interner) *Decoder {
 	if in == nil {
 		in = NewInterner(0)
 	}
-	return &Decoder{lim: lim.withDefaults(), in: in, streams: map[uint64]*decStream{}}
+	return &Decoder{lim: lim.withDefaults(), in: in, sparse: map[uint64]*decStream{}}
+}
+
+// stream returns the stream with id, nil if there is none.
+func (d *Decoder) stream(id uint64) *decStream {
+	if id < uint64(len(d.dense)) {
+		return d.dense[id]
+	}
+	return d.sparse[id]
+}
+
+// addStream records a new stream with id.
+func (d *Decoder) addStream(id uint64, s *decStream) {
+	d.nstreams++
+	if id >= uint64(2*d.nstreams+64) {
+		d.sparse[id] = s
+		return
+	}
+	for uint64(len(d.dense)) <= id {
+		// Ids below id taken by sparse move over, so lookups stay
+		// in one place.
+		k := uint64(len(d.dense))
+		d.dense = append(d.dense, d.sparse[k])
+		delete(d.sparse, k)
+	}
+	d.dense[id] = s
 }
 
 // Decode handles one data frame (schema, values, gap, node state, ping),
@@ -246,9 +277,9 @@ func (d *Decoder) schema(payload []byte, h Handler) error {
 	if len(node) == 0 {
 		return fmt.Errorf("%w: empty node name", ErrMalformed)
 	}
-	s := d.streams[id]
+	s := d.stream(id)
 	if s == nil {
-		if len(d.streams) >= d.lim.MaxStreams {
+		if d.nstreams >= d.lim.MaxStreams {
 			return fmt.Errorf("%w: more than %d streams", ErrLimit, d.lim.MaxStreams)
 		}
 		if flags&schemaReset == 0 {
@@ -259,7 +290,7 @@ func (d *Decoder) schema(payload []byte, h Handler) error {
 		if relay {
 			s.src = &RelaySource{}
 		}
-		d.streams[id] = s
+		d.addStream(id, s)
 	}
 	if s.node != string(node) {
 		s.node = string(node)
@@ -301,7 +332,7 @@ func (d *Decoder) schema(payload []byte, h Handler) error {
 	for added := 0; added < nNew; {
 		if len(p.b) > 0 && p.b[0] == descCopy {
 			p.b = p.b[1:]
-			src := d.streams[p.uvarint("copy stream")]
+			src := d.stream(p.uvarint("copy stream"))
 			start := p.uvarint("copy start")
 			n := p.uvarint("copy count")
 			if p.err != nil {
@@ -500,7 +531,7 @@ func (d *Decoder) values(payload []byte, h Handler, key bool) error {
 	if p.err != nil {
 		return p.err
 	}
-	s := d.streams[id]
+	s := d.stream(id)
 	if s == nil || !s.ready {
 		return fmt.Errorf("%w: values for stream %d before its schema", ErrMalformed, id)
 	}

@@ -228,7 +228,7 @@ func TestChurnCompactsTable(t *testing.T) {
 				t.Fatalf("tick %d series %d: got %v=%v, want %v=%v", tick, i, h.descs[i].Labels, h.values[i], descs[i].Labels, vals[i])
 			}
 		}
-		ds := dec.streams[st.id]
+		ds := dec.stream(st.id)
 		if len(ds.descs) != len(st.descs) {
 			t.Fatalf("tick %d: tables differ: encoder %d, decoder %d", tick, len(st.descs), len(ds.descs))
 		}

@@ -193,7 +193,14 @@ func checkCodes(body []byte, runs []int32, st []chkState) bool {
 			ones := uint(bits.LeadingZeros64(^w))
 			switch {
 			case ones == 0:
-				pos++
+				// An exact prediction: one 0 bit, no state. They come
+				// in runs (70 % of the simulated nodes' codes), so take
+				// as many as the word shows (its first 57 bits are b's),
+				// the run holds and the body has bits for.
+				z := min(uint(bits.LeadingZeros64(w)), 57, uint(runs[r]+runs[r+1]-i), end-pos)
+				pos += z
+				i += int32(z) - 1
+				continue
 			case ones <= 3:
 				if st[i] != 0 {
 					return false

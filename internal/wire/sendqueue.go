@@ -50,6 +50,9 @@ type sendQueue struct {
 	// ackedTo is the current one's highest ack, which can overtake the
 	// bookkeeping of the write it acknowledges.
 	conn, ackedTo uint64
+	// hold: ticks stamped after released wait in q (ClientOptions.Hold).
+	hold     bool
+	released time.Time
 	// recBytes are the frames of per-file I/O records queued or kept
 	// unacknowledged (bounded to max/4 by Client.pushRecords).
 	recBytes int
@@ -197,6 +200,9 @@ func (q *sendQueue) push(e entry) {
 // flight until written.
 func (q *sendQueue) collect(w []byte, max int) []byte {
 	for q.head < len(q.q) && (len(w) == 0 || len(w)+len(q.q[q.head].buf) <= max) {
+		if e := &q.q[q.head]; q.hold && !e.dead && e.cs != nil && e.t.After(q.released) {
+			break // held: not yet due, and nothing overtakes it
+		}
 		e := q.q[q.head]
 		q.q[q.head] = entry{}
 		q.head++
