@@ -141,6 +141,9 @@ func New(cfg Config, o Options) (*Bus, error) {
 	return b, nil
 }
 
+// bufferLen is the metrics messages waiting in memory.
+func (b *Bus) bufferLen() int { return len(b.metrics) }
+
 // Close closes the spool; call after Run returned.
 func (b *Bus) Close() error { return b.spool.close() }
 
