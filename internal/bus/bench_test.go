@@ -42,19 +42,22 @@ func simTick(tb testing.TB, cpus int) *metric.Batch {
 func BenchmarkMetricsMessage(b *testing.B) {
 	for _, cpus := range []int{1, 16} {
 		tick := simTick(b, cpus)
-		bus := &Bus{m: newMetrics(nil), metrics: make(chan outMsg, 1), nodes: map[string]*nodeSchema{}}
+		bus := &Bus{m: newMetrics(nil), metrics: newRing(1, maxBufferBytes), nodes: map[string]*nodeSchema{}}
+		bus.sc = map[string]*streamCounters{StreamMetrics: bus.m.streamCounters(StreamMetrics)}
 		b.Run(fmt.Sprintf("cpus=%d", cpus), func(b *testing.B) {
 			b.ReportAllocs()
 			var plain, with int
+			var ms []outMsg
 			for b.Loop() {
 				bus.Tick("cn00001", tick.Time, tick.Descs, tick.Values)
-				m := <-bus.metrics
-				bus.metBytes.Add(-int64(len(m.body)))
+				ms = bus.metrics.take(ms[:0], 1, 0)
+				m := &ms[0]
 				if m.body[4]&flagSchema != 0 {
 					with = len(m.body)
 				} else {
 					plain = len(m.body)
 				}
+				putBody(m) // as the publisher does
 			}
 			if plain == 0 { // one iteration only: the first carries the schema
 				plain = metricsHeader + 8*len(tick.Values)
