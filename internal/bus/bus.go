@@ -514,12 +514,13 @@ func (p *publisher) room() bool {
 func (p *publisher) settle(now time.Time) error {
 	b := p.b
 	for p.len() > 0 {
-		f := &p.q[p.qh]
+		f := p.q[p.qh] // a copy: the slot is reused below
 		select {
 		case <-f.dc.Done():
 		default:
 			return nil
 		}
+		p.q[p.qh] = inflight{}
 		p.qh++
 		p.bytes -= f.size
 		if p.qh == len(p.q) {
