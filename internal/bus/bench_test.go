@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,19 +42,22 @@ func simTick(tb testing.TB, cpus int) *metric.Batch {
 func BenchmarkMetricsMessage(b *testing.B) {
 	for _, cpus := range []int{1, 16} {
 		tick := simTick(b, cpus)
-		bus := &Bus{m: newMetrics(nil), metrics: make(chan outMsg, 1), nodes: map[string]*nodeSchema{}}
+		bus := &Bus{m: newMetrics(nil), metrics: newRing(1, maxBufferBytes), nodes: map[string]*nodeSchema{}}
+		bus.sc = map[string]*streamCounters{StreamMetrics: bus.m.streamCounters(StreamMetrics)}
 		b.Run(fmt.Sprintf("cpus=%d", cpus), func(b *testing.B) {
 			b.ReportAllocs()
 			var plain, with int
+			var ms []outMsg
 			for b.Loop() {
 				bus.Tick("cn00001", tick.Time, tick.Descs, tick.Values)
-				m := <-bus.metrics
-				bus.metBytes.Add(-int64(len(m.body)))
+				ms = bus.metrics.take(ms[:0], 1, 0)
+				m := &ms[0]
 				if m.body[4]&flagSchema != 0 {
 					with = len(m.body)
 				} else {
 					plain = len(m.body)
 				}
+				putBody(m) // as the publisher does
 			}
 			if plain == 0 { // one iteration only: the first carries the schema
 				plain = metricsHeader + 8*len(tick.Values)
@@ -231,25 +235,32 @@ func BenchmarkBusMetrics20k(b *testing.B) {
 		tickBus := func(node string, t time.Time) { bs.Tick(node, t, tick.Descs, tick.Values) }
 		// Warm-up: every node's first tick carries its schema (17 KB).
 		genFor(3, tickBus)
-		for len(bs.metrics) > 0 {
+		for bs.bufferLen() > 0 {
 			time.Sleep(100 * time.Millisecond)
 		}
 		var without, with []float64
 		var rate, p50, p99, dropped float64
+		var allocs, allocBytes float64 // per message, with minus without
 		for range 2 {
 			// Without: the values copied as a server would keep them, no bus.
 			sink := make([]float64, len(tick.Values))
+			m0 := memStats()
 			c0 := cpuSeconds()
 			d := genFor(rounds, func(string, time.Time) { copy(sink, tick.Values) })
 			without = append(without, (cpuSeconds()-c0)/d.Seconds())
+			m1 := memStats()
 
 			purgeQueue(b, url, "bench")
 			cons := startConsumer(b, url, "bench")
 			conf0 := testutil.ToFloat64(bs.m.confirmed.WithLabelValues(StreamMetrics))
 			drop0 := droppedMetrics(bs)
+			m2 := memStats()
 			c0 = cpuSeconds()
 			d = genFor(rounds, tickBus)
 			with = append(with, (cpuSeconds()-c0)/d.Seconds())
+			m3 := memStats()
+			allocs += (float64(m3.Mallocs-m2.Mallocs) - float64(m1.Mallocs-m0.Mallocs)) / (2 * nodes * rounds)
+			allocBytes += (float64(m3.TotalAlloc-m2.TotalAlloc) - float64(m1.TotalAlloc-m0.TotalAlloc)) / (2 * nodes * rounds)
 			confirmed := testutil.ToFloat64(bs.m.confirmed.WithLabelValues(StreamMetrics)) - conf0
 			time.Sleep(2 * time.Second) // the last deliveries
 			msgs, _, l50, l99 := cons.stop()
@@ -265,8 +276,18 @@ func BenchmarkBusMetrics20k(b *testing.B) {
 		b.ReportMetric(p50, "p50-ms")
 		b.ReportMetric(p99, "p99-ms")
 		b.ReportMetric(dropped, "dropped")
-		b.ReportMetric((with[0]+with[1])/2-(without[0]+without[1])/2, "cores-added")
+		added := (with[0]+with[1])/2 - (without[0]+without[1])/2
+		b.ReportMetric(added, "cores-added")
+		b.ReportMetric(added/nodes*1e6, "µs/msg")
+		b.ReportMetric(allocs, "allocs/msg")
+		b.ReportMetric(allocBytes, "B-alloc/msg")
 	}
+}
+
+func memStats() runtime.MemStats {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m
 }
 
 func droppedMetrics(bs *Bus) float64 {

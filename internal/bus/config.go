@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -161,13 +162,29 @@ func (c Config) dialURL() (string, *tls.Config, error) {
 
 // Dial connects as c says, naming the broker (without password) in errors.
 func (c Config) Dial(name string) (*amqp.Connection, error) {
+	return c.dial(name, nil)
+}
+
+// dial is Dial with the TCP connection handed to wrap (under TLS, if any).
+func (c Config) dial(name string, wrap func(net.Conn) net.Conn) (*amqp.Connection, error) {
 	u, tc, err := c.dialURL()
 	if err != nil {
 		return nil, err
 	}
 	props := amqp.NewConnectionProperties()
 	props.SetClientConnectionName(name)
-	conn, err := amqp.DialConfig(u, amqp.Config{TLSClientConfig: tc, Heartbeat: 10 * time.Second, Properties: props, Dial: amqp.DefaultDial(10 * time.Second)})
+	dial := amqp.DefaultDial(10 * time.Second)
+	if wrap != nil {
+		tcp := dial
+		dial = func(network, addr string) (net.Conn, error) {
+			conn, err := tcp(network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return wrap(conn), nil
+		}
+	}
+	conn, err := amqp.DialConfig(u, amqp.Config{TLSClientConfig: tc, Heartbeat: 10 * time.Second, Properties: props, Dial: dial})
 	if err != nil {
 		return nil, fmt.Errorf("amqp: connect to %s: %w", Redacted(c.URL), explain(err))
 	}

@@ -9,7 +9,7 @@ type busMetrics struct {
 	spoolBytes, bufferFill, bufferCap            prometheus.Gauge
 	connected, blocked                           prometheus.Gauge
 	disconnects, connectErrors, confirmTimeouts  prometheus.Counter
-	spoolErrors                                  prometheus.Counter
+	spoolErrors, writes                          prometheus.Counter
 	latency                                      prometheus.Histogram
 }
 
@@ -39,12 +39,23 @@ func newMetrics(reg prometheus.Registerer) *busMetrics {
 		connectErrors:   c("connect_errors_total", "Failed attempts to connect to the broker."),
 		confirmTimeouts: c("confirm_timeouts_total", "Connections dropped because the broker confirmed nothing in time."),
 		spoolErrors:     c("spool_errors_total", "Failed reads, writes or syncs of the spool."),
+		writes:          c("socket_writes_total", "Writes to the broker's socket (a batch of messages is one)."),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "vigil_bus_confirm_seconds",
 			Help: "Time from publishing a metrics message to its confirm.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.published, m.confirmed, m.nacked, m.spooled, m.bytes, m.dropped, m.spoolBytes, m.bufferFill, m.bufferCap,
-			m.connected, m.blocked, m.disconnects, m.connectErrors, m.confirmTimeouts, m.spoolErrors, m.latency)
+			m.connected, m.blocked, m.disconnects, m.connectErrors, m.confirmTimeouts, m.spoolErrors, m.writes, m.latency)
 	}
 	return m
+}
+
+// streamCounters resolves a stream's labelled counters.
+func (m *busMetrics) streamCounters(stream string) *streamCounters {
+	return &streamCounters{
+		published: m.published.WithLabelValues(stream), confirmed: m.confirmed.WithLabelValues(stream),
+		nacked: m.nacked.WithLabelValues(stream), bytes: m.bytes.WithLabelValues(stream),
+		unconfirmed: m.dropped.WithLabelValues(stream, "unconfirmed"), nackDropped: m.dropped.WithLabelValues(stream, "nacked"),
+		full: m.dropped.WithLabelValues(stream, "buffer_full"),
+	}
 }
