@@ -277,8 +277,9 @@ func (s snapshot) file(path string, pid int32) counters {
 			continue
 		}
 		for id, p := range c.files {
-			if p == path {
-				for k, v := range c.totals[id] {
+			// A file announced before its first counters has none yet.
+			if tot := c.totals[id]; p == path && tot != nil {
+				for k, v := range tot {
 					sum[k] += v
 				}
 			}
