@@ -30,8 +30,12 @@ func (w *Writer) Collect(ch chan<- prometheus.Metric) {
 	for _, q := range w.queues {
 		st := q.status()
 		n := st.Name
-		g := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, n) }
-		c := func(d *prometheus.Desc, v uint64) { ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), n) }
+		g := func(d *prometheus.Desc, v float64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, n)
+		}
+		c := func(d *prometheus.Desc, v uint64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), n)
+		}
 		g(descShards, float64(st.Shards))
 		c(descReshards, st.Reshards)
 		g(descQueued, float64(st.QueueLength))
