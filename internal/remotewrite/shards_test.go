@@ -415,3 +415,60 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkShards sends through a receiver that takes 20 ms a request
+// (a busy TSDB far away) with a fixed shard count. One op is one sample;
+// the producer waits while the queue is full, so nothing is dropped and
+// samples/s is what the shards deliver.
+func BenchmarkShards(b *testing.B) {
+	const nodes, perNode = 100, 10
+	descs := make([]*metric.Desc, perNode)
+	for i := range descs {
+		descs[i] = metric.NewDesc("node_cpu_seconds_total", "", metric.Counter, "cpu", fmt.Sprint(i))
+	}
+	names := make([]string, nodes)
+	for n := range names {
+		names[n] = fmt.Sprintf("cn%05d", n)
+	}
+	values := make([]float64, perNode)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		time.Sleep(20 * time.Millisecond)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	for _, shards := range []int{1, 2, 4, 8} {
+		b.Run(fmt.Sprintf("shards=%d", shards), func(b *testing.B) {
+			w, err := New([]Config{{URL: srv.URL, MinShards: shards, MaxShards: shards, BatchSendDeadline: Duration(50 * time.Millisecond)}}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { _ = w.Run(ctx); close(done) }()
+			q := w.queues[0]
+			b.ReportAllocs()
+			b.ResetTimer()
+			t := int64(0)
+			for pushed := 0; pushed < b.N; pushed += nodes * perNode {
+				for q.len() > q.cfg.QueueCapacity/2 {
+					time.Sleep(100 * time.Microsecond)
+				}
+				t++
+				for n := range nodes {
+					w.addTick(names[n], t, descs, values, false)
+				}
+			}
+			for s := &q.stats; s.sent.Load()+s.droppedFull.Load() < s.enqueued.Load(); {
+				time.Sleep(100 * time.Microsecond)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(q.stats.sent.Load())/b.Elapsed().Seconds(), "samples/s")
+			if d := q.stats.droppedFull.Load(); d > 0 {
+				b.Errorf("%d samples dropped", d)
+			}
+			cancel()
+			<-done
+		})
+	}
+}
