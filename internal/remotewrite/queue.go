@@ -73,10 +73,14 @@ func newQueue(cfg Config, log *slog.Logger) *queue {
 	if pu, err := parseURL(u); err == nil {
 		u = pu.Redacted()
 	}
+	// A kept-alive connection per shard: the default keeps 2 a host, and
+	// more shards would open and close a connection per request.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = cfg.MaxShards
 	q := &queue{
 		cfg:          cfg,
 		url:          u,
-		hc:           &http.Client{Timeout: cfg.Timeout.D()},
+		hc:           &http.Client{Timeout: cfg.Timeout.D(), Transport: tr},
 		log:          log.With("destination", cfg.Name),
 		parts:        make([]partition, cfg.MaxShards),
 		wake:         make([]chan struct{}, cfg.MaxShards),
