@@ -16,8 +16,9 @@
 # Settings (environment): NODES (1000), T1 (4), CPUS (16: about 321 values
 # a node and tick), WARMUP (20 s), WINDOW (60 s), VIGIL (bin/vigil),
 # VICTORIA_METRICS (/usr/bin/victoria-metrics), REMOTE_WRITE=0 runs the
-# server without remote write (VictoriaMetrics then idles), KEEP=1 keeps the
-# directory.
+# server without remote write (VictoriaMetrics then idles), MIN_SHARDS (1)
+# and MAX_SHARDS (8) bound remote write's concurrent senders, KEEP=1 keeps
+# the directory.
 set -euo pipefail
 
 NODES=${NODES:-1000}
@@ -80,7 +81,7 @@ if [ "${REMOTE_WRITE:-1}" = 1 ]; then
 	cat >"$dir/server.toml" <<EOF
 [server]
 remote_write = [
-  { url = "$vm/api/v1/write", name = "vm", max_samples_per_send = 10000, queue_capacity = 2000000 },
+  { url = "$vm/api/v1/write", name = "vm", max_samples_per_send = 10000, queue_capacity = 2000000, min_shards = ${MIN_SHARDS:-1}, max_shards = ${MAX_SHARDS:-8} },
 ]
 EOF
 else
@@ -149,6 +150,7 @@ snapshot() {
 	s[vm_cpu]=$(cpu "$vm_pid")
 	s[vm_rows]=$(metric "$vm" vm_rows_inserted_total 'type="promremotewrite"')
 	s[vm_bytes]=$(metric "$vm" vm_tcplistener_read_bytes_total 'name="http"')
+	s[rw_dropped]=$(metric "$srv" vigil_remote_write_samples_dropped_total)
 	s[t]=$(date +%s.%N)
 }
 snapshot s0
@@ -168,7 +170,7 @@ rw=$(curl -sf "$srv/api/v1/status/remote_write")
 dropped=$(echo "$rw" | python3 -c '
 import json, sys
 ds = json.load(sys.stdin)["data"]["destinations"]
-print(sum(d["samples_dropped_queue_full"] + d["samples_dropped_rejected"] + d["samples_dropped_shutdown"] for d in ds), sum(d["queue_length"] for d in ds))')
+print(sum(d["samples_dropped_queue_full"] + d["samples_dropped_rejected"] + d["samples_dropped_shutdown"] for d in ds), sum(d["queue_length"] for d in ds), sum(d.get("shards", 1) for d in ds), sum(d.get("reshards", 0) for d in ds))')
 
 printf '\n%-10s %10s %12s %14s %12s %10s\n' tier procs "CPU (cores)" "values/s in" "bytes/value" "RSS MiB"
 printf '%-10s %10s %12s %14s %12s %10s\n' simulate "$T1" "$(core sim_cpu)" - - -
@@ -176,6 +178,7 @@ printf '%-10s %10s %12s %14s %12s %10s\n' tier-1 "$T1" "$(core t1_cpu)" "$(rate 
 printf '%-10s %10s %12s %14s %12s %10s\n' tier-2 1 "$(core t2_cpu)" "$(rate t2_vals)" "$(per_val t2_bytes t2_vals)" "$(rss_mib "$t2_pid")"
 printf '%-10s %10s %12s %14s %12s %10s\n' server 1 "$(core srv_cpu)" "$(rate srv_vals)" "$(per_val srv_bytes srv_vals)" "$(rss_mib "$srv_pid")"
 printf '%-10s %10s %12s %14s %12s %10s\n' vm 1 "$(core vm_cpu)" "$(rate vm_rows)" "$(per_val vm_bytes vm_rows)" "$(rss_mib "$vm_pid")"
-echo "remote write: dropped samples $(echo "$dropped" | cut -d' ' -f1), queue length at the end $(echo "$dropped" | cut -d' ' -f2)"
+echo "remote write: dropped in the window $((${s1[rw_dropped]} - ${s0[rw_dropped]}))"
+echo "remote write: dropped samples $(echo "$dropped" | cut -d' ' -f1), queue length at the end $(echo "$dropped" | cut -d' ' -f2), shards at the end $(echo "$dropped" | cut -d' ' -f3) after $(echo "$dropped" | cut -d' ' -f4) reshards"
 echo "server data directory: $(du -sm "$dir/server" | cut -f1) MiB, VictoriaMetrics: $(du -sm "$dir/vm" | cut -f1) MiB (after $(echo "$WARMUP + $WINDOW" | bc) s)"
 echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

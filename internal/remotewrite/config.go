@@ -17,6 +17,11 @@ const (
 	DefaultBatchSendDeadline = time.Second
 	DefaultMinBackoff        = 30 * time.Millisecond
 	DefaultMaxBackoff        = 5 * time.Second
+	DefaultMinShards         = 1
+	DefaultMaxShards         = 8
+	// MaxShardsLimit bounds max_shards: each shard is a goroutine, a
+	// connection and a request in flight at the receiver.
+	MaxShardsLimit = 64
 	// DefaultFlushTimeout bounds the last send at shutdown.
 	DefaultFlushTimeout = 5 * time.Second
 )
@@ -37,6 +42,11 @@ type Config struct {
 	BatchSendDeadline Duration `toml:"batch_send_deadline"`
 	MinBackoff        Duration `toml:"min_backoff"`
 	MaxBackoff        Duration `toml:"max_backoff"`
+	// MinShards and MaxShards bound the concurrent senders (shards), each
+	// with one request in flight; the count adapts between them to the
+	// measured send rate against the rate in. Equal values fix it.
+	MinShards int `toml:"min_shards"`
+	MaxShards int `toml:"max_shards"`
 	// Headers are added to every request (e.g. Authorization).
 	Headers map[string]string `toml:"headers"`
 }
@@ -56,6 +66,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Timeout < 0 || c.QueueCapacity < 0 || c.MaxSamplesPerSend < 0 || c.BatchSendDeadline < 0 || c.MinBackoff < 0 || c.MaxBackoff < 0 {
 		return fmt.Errorf("url %q: timeout, queue_capacity, max_samples_per_send, batch_send_deadline and backoffs must not be negative", c.URL)
+	}
+	if c.MinShards < 0 || c.MaxShards < 0 || c.MinShards > MaxShardsLimit || c.MaxShards > MaxShardsLimit {
+		return fmt.Errorf("url %q: min_shards and max_shards must be 0..%d", c.URL, MaxShardsLimit)
+	}
+	if c.MaxShards > 0 && c.MinShards > c.MaxShards {
+		return fmt.Errorf("url %q: min_shards %d exceeds max_shards %d", c.URL, c.MinShards, c.MaxShards)
 	}
 	if c.MaxBackoff > 0 && c.MinBackoff > c.MaxBackoff {
 		return fmt.Errorf("url %q: min_backoff %s exceeds max_backoff %s", c.URL, c.MinBackoff.D(), c.MaxBackoff.D())
@@ -86,6 +102,15 @@ func (c Config) withDefaults() Config {
 		c.MaxSamplesPerSend = DefaultMaxSamplesPerSend
 	}
 	c.MaxSamplesPerSend = min(c.MaxSamplesPerSend, c.QueueCapacity)
+	if c.MinShards == 0 {
+		c.MinShards = DefaultMinShards
+	}
+	if c.MaxShards == 0 {
+		c.MaxShards = max(DefaultMaxShards, c.MinShards)
+	}
+	// Every shard's partition holds at least one sample.
+	c.MaxShards = min(c.MaxShards, c.QueueCapacity, MaxShardsLimit)
+	c.MinShards = min(c.MinShards, c.MaxShards)
 	c.MinBackoff = min(c.MinBackoff, c.MaxBackoff)
 	return c
 }

@@ -16,30 +16,46 @@ import (
 	"github.com/golang/snappy"
 )
 
-// queue holds the samples for one destination in a fixed ring and sends
-// them from one goroutine, so a series' samples leave in order.
+// queue is one destination. Its samples wait in max_shards partitions, each
+// a fixed ring with an equal part of queue_capacity; a series always goes
+// to the same partition (by the hash of its label set). max_shards sending
+// goroutines run; the first `shards` of them send, sender i the partitions
+// p with p % shards == i. A partition has at most one request in flight
+// (its send lock is held from taking a batch until the batch's answer), so
+// a series' samples leave in order however many shards there are, and a
+// reshard only changes who takes a partition's next batch: nothing is
+// moved, lost or reordered.
 type queue struct {
 	cfg  Config
 	url  string // redacted, for logs and status
 	hc   *http.Client
 	log  *slog.Logger
-	full chan struct{} // signalled when a batch is ready
+	wake []chan struct{} // per sender: a full batch waits in its partitions
 
-	mu   sync.Mutex // guards ring, head, n
-	ring []sample
-	head int // index of the oldest sample
-	n    int
+	mu    sync.Mutex // guards the partitions' rings
+	parts []partition
 
-	// Owned by the sending goroutine.
-	batch      []sample
-	raw, frame []byte
+	shards atomic.Int32 // senders that send now, min_shards..max_shards
+	// reshardEvery is how often the shard count is reconsidered.
+	reshardEvery time.Duration
 
 	stats queueStats
 }
 
+// partition is one ring of a queue.
+type partition struct {
+	// send is held by the sender whose batch holds samples of this
+	// partition until that batch is answered. Taken with TryLock only.
+	send sync.Mutex
+	ring []sample
+	head int // index of the oldest sample
+	n    int
+}
+
 type queueStats struct {
 	enqueued, sent, droppedFull, droppedRejected, droppedShutdown atomic.Uint64
-	requests, failedRequests, retries                             atomic.Uint64
+	requests, failedRequests, retries, reshards                   atomic.Uint64
+	busyNanos                                                     atomic.Int64 // time senders spent in requests
 
 	mu        sync.Mutex
 	lastErr   string
@@ -47,113 +63,236 @@ type queueStats struct {
 	lastSend  time.Time
 }
 
+// DefaultReshardInterval is how often a destination's shard count is
+// reconsidered (Prometheus' queue manager also uses 10 s).
+const DefaultReshardInterval = 10 * time.Second
+
 func newQueue(cfg Config, log *slog.Logger) *queue {
 	cfg = cfg.withDefaults()
 	u := cfg.URL
 	if pu, err := parseURL(u); err == nil {
 		u = pu.Redacted()
 	}
-	return &queue{
-		cfg:  cfg,
-		url:  u,
-		hc:   &http.Client{Timeout: cfg.Timeout.D()},
-		log:  log.With("destination", cfg.Name),
-		full: make(chan struct{}, 1),
-		ring: make([]sample, cfg.QueueCapacity),
+	// A kept-alive connection per shard: the default keeps 2 a host, and
+	// more shards would open and close a connection per request.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = cfg.MaxShards
+	q := &queue{
+		cfg:          cfg,
+		url:          u,
+		hc:           &http.Client{Timeout: cfg.Timeout.D(), Transport: tr},
+		log:          log.With("destination", cfg.Name),
+		parts:        make([]partition, cfg.MaxShards),
+		wake:         make([]chan struct{}, cfg.MaxShards),
+		reshardEvery: DefaultReshardInterval,
 	}
+	// The partitions share queue_capacity, so it bounds the memory
+	// whatever the shard count.
+	for i := range q.parts {
+		c := cfg.QueueCapacity / cfg.MaxShards
+		if i < cfg.QueueCapacity%cfg.MaxShards {
+			c++
+		}
+		q.parts[i].ring = make([]sample, c)
+		q.wake[i] = make(chan struct{}, 1)
+	}
+	q.shards.Store(int32(cfg.MinShards))
+	return q
 }
 
 // push appends one tick's samples at once, so a sender never sees half a
-// tick. It drops the oldest when the ring is full: after an outage the
-// newest data is worth more than the oldest.
-func (q *queue) push(ss []sample) {
-	q.mu.Lock()
-	c := len(q.ring)
+// tick; hs[i] is the hash of ss[i]'s series. A full partition drops its
+// oldest: after an outage the newest data is worth more than the oldest.
+func (q *queue) push(ss []sample, hs []uint64) {
+	var sums [MaxShardsLimit]int
+	np := uint64(len(q.parts))
 	dropped := 0
-	for _, s := range ss {
-		if q.n == c {
-			q.ring[q.head] = sample{}
-			q.head = (q.head + 1) % c
-			q.n--
+	q.mu.Lock()
+	for i, s := range ss {
+		p := &q.parts[hs[i]%np]
+		c := len(p.ring)
+		if p.n == c {
+			p.ring[p.head] = sample{}
+			p.head = (p.head + 1) % c
+			p.n--
 			dropped++
 		}
-		q.ring[(q.head+q.n)%c] = s
-		q.n++
+		p.ring[(p.head+p.n)%c] = s
+		p.n++
 	}
-	ready := q.n >= q.cfg.MaxSamplesPerSend
+	n := int(q.shards.Load())
+	for i := range q.parts {
+		sums[i%n] += q.parts[i].n
+	}
 	q.mu.Unlock()
 	q.stats.enqueued.Add(uint64(len(ss)))
 	if dropped > 0 {
 		q.stats.droppedFull.Add(uint64(dropped))
 	}
-	if ready {
-		select {
-		case q.full <- struct{}{}:
-		default:
+	for i := range n {
+		if sums[i] >= q.cfg.MaxSamplesPerSend {
+			q.signal(i)
 		}
 	}
 }
 
-// take moves up to max samples into q.batch.
-func (q *queue) take(max int) []sample {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	k := min(q.n, max)
-	q.batch = q.batch[:0]
-	c := len(q.ring)
-	for i := 0; i < k; i++ {
-		j := (q.head + i) % c
-		q.batch = append(q.batch, q.ring[j])
-		q.ring[j] = sample{} // release the labels for the GC
+func (q *queue) signal(i int) {
+	select {
+	case q.wake[i] <- struct{}{}:
+	default:
 	}
-	q.head = (q.head + k) % c
-	q.n -= k
-	return q.batch
 }
 
 func (q *queue) len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.n
+	n := 0
+	for i := range q.parts {
+		n += q.parts[i].n
+	}
+	return n
 }
 
-// run sends until ctx ends, then flushes what is left under
-// DefaultFlushTimeout.
+// oldest returns the timestamp (ms) of the oldest queued sample, by the
+// partitions' heads; false if the queue is empty.
+func (q *queue) oldest() (int64, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var t int64
+	ok := false
+	for i := range q.parts {
+		p := &q.parts[i]
+		if p.n > 0 && (!ok || p.ring[p.head].t < t) {
+			t, ok = p.ring[p.head].t, true
+		}
+	}
+	return t, ok
+}
+
+// setShards makes n senders send from now on, and wakes every sender so
+// that partitions changing hands are looked at at once.
+func (q *queue) setShards(n int) {
+	n = max(1, min(n, len(q.parts)))
+	q.shards.Store(int32(n))
+	for i := range q.wake {
+		q.signal(i)
+	}
+}
+
+// sender is the state of one sending goroutine.
+type sender struct {
+	q  *queue
+	id int
+
+	batch      []sample
+	held       []int // partitions of batch, whose send locks are held
+	next       int   // the partition to take from first, round robin
+	raw, frame []byte
+}
+
+// run sends until ctx ends.
 func (q *queue) run(ctx context.Context) {
-	t := time.NewTicker(q.cfg.BatchSendDeadline.D())
+	var wg sync.WaitGroup
+	senders := make([]*sender, len(q.parts))
+	for i := range senders {
+		senders[i] = &sender{q: q, id: i, next: i}
+		wg.Go(func() { senders[i].run(ctx) })
+	}
+	wg.Go(func() { q.reshardLoop(ctx) })
+	wg.Wait()
+	q.flush(senders)
+}
+
+func (s *sender) run(ctx context.Context) {
+	t := time.NewTicker(s.q.cfg.BatchSendDeadline.D())
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			q.flush()
 			return
-		case <-q.full:
+		case <-s.q.wake[s.id]:
 		case <-t.C:
 		}
 		for ctx.Err() == nil {
-			b := q.take(q.cfg.MaxSamplesPerSend)
+			b := s.take()
 			if len(b) == 0 {
 				break
 			}
-			q.send(ctx, b, true)
+			s.send(ctx, b, true)
+			s.release()
 		}
 	}
 }
 
-func (q *queue) flush() {
-	ctx, cancel := context.WithTimeout(context.Background(), DefaultFlushTimeout)
-	defer cancel()
-	for {
-		b := q.take(q.cfg.MaxSamplesPerSend)
-		if len(b) == 0 {
-			return
-		}
-		if ctx.Err() != nil {
-			q.stats.droppedShutdown.Add(uint64(len(b)))
+// take moves up to max_samples_per_send samples of the partitions this
+// sender owns now into s.batch, holding their send locks; release lets
+// them go once the batch is answered. A partition whose lock another
+// sender holds (its owner before a reshard, still sending) is skipped: its
+// samples must wait for that answer to stay in order.
+func (s *sender) take() []sample {
+	q := s.q
+	n := int(q.shards.Load())
+	np := len(q.parts)
+	room := q.cfg.MaxSamplesPerSend
+	s.batch = s.batch[:0]
+	start := s.next
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for k := 0; k < np && len(s.batch) < room; k++ {
+		i := (start + k) % np
+		p := &q.parts[i]
+		if i%n != s.id || p.n == 0 || !p.send.TryLock() {
 			continue
 		}
-		q.send(ctx, b, false)
+		c := len(p.ring)
+		m := min(p.n, room-len(s.batch))
+		for j := range m {
+			x := (p.head + j) % c
+			s.batch = append(s.batch, p.ring[x])
+			p.ring[x] = sample{} // release the labels for the GC
+		}
+		p.head = (p.head + m) % c
+		p.n -= m
+		s.held = append(s.held, i)
+		s.next = (i + 1) % np
 	}
+	return s.batch
+}
+
+func (s *sender) release() {
+	n := int(s.q.shards.Load())
+	for _, i := range s.held {
+		s.q.parts[i].send.Unlock()
+		if i%n != s.id {
+			s.q.signal(i % n) // resharded meanwhile: the new owner may have skipped it
+		}
+	}
+	s.held = s.held[:0]
+}
+
+// flush sends what is left once the senders stopped, each shard its own
+// partitions in parallel, under DefaultFlushTimeout.
+func (q *queue) flush(senders []*sender) {
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultFlushTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, s := range senders[:q.shards.Load()] {
+		wg.Go(func() {
+			for {
+				b := s.take()
+				if len(b) == 0 {
+					return
+				}
+				if ctx.Err() != nil {
+					q.stats.droppedShutdown.Add(uint64(len(b)))
+				} else {
+					s.send(ctx, b, false)
+				}
+				s.release()
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // errRejected marks a 4xx answer: the data is bad, a retry would fail too.
@@ -161,12 +300,15 @@ var errRejected = errors.New("rejected")
 
 // send posts one batch, retrying with exponential backoff on network
 // errors, 5xx and 429 until it succeeds, is rejected or ctx ends.
-func (q *queue) send(ctx context.Context, b []sample, retry bool) {
-	q.raw = appendWriteRequest(q.raw[:0], b)
-	q.frame = snappy.Encode(q.frame[:cap(q.frame)], q.raw)
+func (s *sender) send(ctx context.Context, b []sample, retry bool) {
+	q := s.q
+	s.raw = appendWriteRequest(s.raw[:0], b)
+	s.frame = snappy.Encode(s.frame[:cap(s.frame)], s.raw)
 	backoff := q.cfg.MinBackoff.D()
 	for {
-		err := q.post(ctx, q.frame)
+		start := time.Now()
+		err := q.post(ctx, s.frame)
+		q.stats.busyNanos.Add(int64(time.Since(start)))
 		switch {
 		case err == nil:
 			q.stats.sent.Add(uint64(len(b)))
@@ -244,6 +386,10 @@ func (q *queue) post(ctx context.Context, body []byte) error {
 type DestinationStatus struct {
 	Name            string    `json:"name"`
 	URL             string    `json:"url"`
+	Shards          int       `json:"shards"`
+	MinShards       int       `json:"min_shards"`
+	MaxShards       int       `json:"max_shards"`
+	Reshards        uint64    `json:"reshards"`
 	QueueLength     int       `json:"queue_length"`
 	QueueCapacity   int       `json:"queue_capacity"`
 	Enqueued        uint64    `json:"samples_enqueued"`
@@ -262,7 +408,9 @@ type DestinationStatus struct {
 func (q *queue) status() DestinationStatus {
 	s := &q.stats
 	st := DestinationStatus{
-		Name: q.cfg.Name, URL: q.url, QueueLength: q.len(), QueueCapacity: len(q.ring),
+		Name: q.cfg.Name, URL: q.url,
+		Shards: int(q.shards.Load()), MinShards: q.cfg.MinShards, MaxShards: q.cfg.MaxShards, Reshards: s.reshards.Load(),
+		QueueLength: q.len(), QueueCapacity: q.cfg.QueueCapacity,
 		Enqueued: s.enqueued.Load(), Sent: s.sent.Load(), DroppedFull: s.droppedFull.Load(),
 		DroppedRejected: s.droppedRejected.Load(), DroppedShutdown: s.droppedShutdown.Load(),
 		Requests: s.requests.Load(), FailedRequests: s.failedRequests.Load(), Retries: s.retries.Load(),

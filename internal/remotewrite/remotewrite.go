@@ -1,16 +1,21 @@
 // Package remotewrite sends what the server ingests from the tree on to
 // other systems with the Prometheus remote-write 1.0 protocol (snappy
 // compressed prompb.WriteRequest). Each destination has a bounded queue
-// that drops its oldest samples when full, one sending goroutine that
-// batches, and retries with exponential backoff on network errors, 5xx and
-// 429; other 4xx answers drop the batch. Everything is counted and served
-// as JSON by Handler.
+// that drops its oldest samples when full, split in partitions by series,
+// and min_shards to max_shards concurrent senders (shards, as in
+// Prometheus' queue manager) that batch, keep each series' samples in
+// order, and retry with exponential backoff on network errors, 5xx and
+// 429; other 4xx answers drop the batch. The shard count follows the
+// measured send rate. Everything is counted, served as JSON by Handler and
+// as metrics by Collect.
 package remotewrite
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -46,15 +51,29 @@ type Writer struct {
 	// them (empty: neither); set it before the first tick.
 	Job string
 
-	mu        sync.Mutex // guards series, nodes, cached, gauges and scratch
-	series    map[seriesKey][]byte
+	mu        sync.Mutex // guards series, nodes, cached, gauges, scratch and hashes
+	seed      maphash.Seed
+	series    map[seriesKey]series
 	nodes     map[string]*nodeLabels  // the tick path's cache, by node
 	cached    int                     // label sets in nodes
 	gauges    map[string]*metric.Desc // stable descriptors of AppendNodeGauge's names
 	maxSeries int
 	scratch   []sample
+	hashes    []uint64 // hashes[i] is scratch[i]'s series'
 
 	skipped atomic.Uint64 // ticks not forwarded because the store refused them
+}
+
+// series is one series' encoded label set and its hash, which picks the
+// series' partition of every queue. Both are computed once, when the
+// series enters a cache, not per sample.
+type series struct {
+	labels []byte
+	hash   uint64
+}
+
+func (w *Writer) newSeries(ls []byte) series {
+	return series{labels: ls, hash: maphash.Bytes(w.seed, ls)}
 }
 
 // seriesKey identifies a series by node and descriptor pointer, which the
@@ -72,7 +91,8 @@ func New(dests []Config, log *slog.Logger) (*Writer, error) {
 	w := &Writer{
 		log:       log,
 		upDesc:    metric.NewDesc("up", "", metric.Gauge),
-		series:    map[seriesKey][]byte{},
+		seed:      maphash.MakeSeed(),
+		series:    map[seriesKey]series{},
 		nodes:     map[string]*nodeLabels{},
 		gauges:    map[string]*metric.Desc{},
 		maxSeries: DefaultMaxSeries,
@@ -83,7 +103,13 @@ func New(dests []Config, log *slog.Logger) (*Writer, error) {
 			errs = append(errs, err)
 			continue
 		}
-		w.queues = append(w.queues, newQueue(dests[i], log))
+		q := newQueue(dests[i], log)
+		// Names label the metrics, so they must differ.
+		for k := 2; slices.ContainsFunc(w.queues, func(o *queue) bool { return o.cfg.Name == q.cfg.Name }); k++ {
+			q.cfg.Name = fmt.Sprintf("%s#%d", dests[i].withDefaults().Name, k)
+		}
+		q.log = log.With("destination", q.cfg.Name)
+		w.queues = append(w.queues, q)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -195,34 +221,30 @@ func (w *Writer) AddLabeled(series []Labeled) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.scratch = w.scratch[:0]
+	w.scratch, w.hashes = w.scratch[:0], w.hashes[:0]
 	for _, s := range series {
-		ls := appendLabelSet(nil, s.Labels) // shared by this series' samples only
+		sr := w.newSeries(appendLabelSet(nil, s.Labels)) // shared by this series' samples only
 		for i, t := range s.T {
-			w.scratch = append(w.scratch, sample{labels: ls, t: t, v: s.V[i]})
+			w.appendLocked(sr, t, s.V[i])
 		}
 	}
-	for _, q := range w.queues {
-		q.push(w.scratch)
-	}
-	clear(w.scratch)
-	w.scratch = w.scratch[:0]
+	w.pushLocked()
 }
 
-// labelsLocked returns the encoded label set of d on node, cached.
-func (w *Writer) labelsLocked(node string, d *metric.Desc) []byte {
+// seriesLocked returns the series of d on node, cached.
+func (w *Writer) seriesLocked(node string, d *metric.Desc) series {
 	k := seriesKey{node, d}
-	ls, ok := w.series[k]
+	sr, ok := w.series[k]
 	if !ok {
 		if len(w.series) >= w.maxSeries {
 			// Descriptors of vanished nodes or re-interned schemas pile
 			// up here; rebuilding the live ones is cheap.
 			clear(w.series)
 		}
-		ls = appendTargetLabels(nil, w.Job, node, d)
-		w.series[k] = ls
+		sr = w.newSeries(appendTargetLabels(nil, w.Job, node, d))
+		w.series[k] = sr
 	}
-	return ls
+	return sr
 }
 
 // nodeLabels is one node's label sets in the order of its last tick's
@@ -233,16 +255,16 @@ func (w *Writer) labelsLocked(node string, d *metric.Desc) []byte {
 // about as much as the store's own append.
 type nodeLabels struct {
 	descs  []*metric.Desc
-	labels [][]byte // labels[i] belongs to descs[i]; nil for unnamed ones
-	byDesc map[*metric.Desc][]byte
+	series []series // series[i] belongs to descs[i]; zero for unnamed ones
+	byDesc map[*metric.Desc]series
 }
 
-// tickLabelsLocked returns the label sets of a tick's descriptors, in
-// order; valid until the next call.
-func (w *Writer) tickLabelsLocked(node string, descs []*metric.Desc) [][]byte {
+// tickSeriesLocked returns the series of a tick's descriptors, in order;
+// valid until the next call.
+func (w *Writer) tickSeriesLocked(node string, descs []*metric.Desc) []series {
 	nl := w.nodes[node]
 	if nl != nil && slices.Equal(nl.descs, descs) {
-		return nl.labels
+		return nl.series
 	}
 	if w.cached >= w.maxSeries {
 		// Vanished nodes and old schemas pile up; rebuilding is cheap.
@@ -251,23 +273,29 @@ func (w *Writer) tickLabelsLocked(node string, descs []*metric.Desc) [][]byte {
 		nl = nil
 	}
 	if nl == nil {
-		nl = &nodeLabels{byDesc: map[*metric.Desc][]byte{}}
+		nl = &nodeLabels{byDesc: map[*metric.Desc]series{}}
 		w.nodes[node] = nl
 	}
 	nl.descs = append(nl.descs[:0], descs...)
-	nl.labels = nl.labels[:0]
+	nl.series = nl.series[:0]
 	for _, d := range descs {
-		var ls []byte
+		var sr series
 		if d != nil && d.Name != "" {
-			if ls = nl.byDesc[d]; ls == nil {
-				ls = appendTargetLabels(nil, w.Job, node, d)
-				nl.byDesc[d] = ls
+			if sr = nl.byDesc[d]; sr.labels == nil {
+				sr = w.newSeries(appendTargetLabels(nil, w.Job, node, d))
+				nl.byDesc[d] = sr
 				w.cached++
 			}
 		}
-		nl.labels = append(nl.labels, ls)
+		nl.series = append(nl.series, sr)
 	}
-	return nl.labels
+	return nl.series
+}
+
+// appendLocked adds one sample of sr to the scratch.
+func (w *Writer) appendLocked(sr series, t int64, v float64) {
+	w.scratch = append(w.scratch, sample{labels: sr.labels, t: t, v: v})
+	w.hashes = append(w.hashes, sr.hash)
 }
 
 // add queues samples of a few series (up, server-side gauges) for every
@@ -278,12 +306,12 @@ func (w *Writer) add(node string, t int64, descs []*metric.Desc, values []float6
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.scratch = w.scratch[:0]
+	w.scratch, w.hashes = w.scratch[:0], w.hashes[:0]
 	for i, d := range descs {
 		if d == nil || d.Name == "" {
 			continue
 		}
-		w.scratch = append(w.scratch, sample{labels: w.labelsLocked(node, d), t: t, v: values[i]})
+		w.appendLocked(w.seriesLocked(node, d), t, values[i])
 	}
 	w.pushLocked()
 }
@@ -295,14 +323,14 @@ func (w *Writer) addTick(node string, t int64, descs []*metric.Desc, values []fl
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.scratch = w.scratch[:0]
-	for i, ls := range w.tickLabelsLocked(node, descs) {
-		if ls != nil {
-			w.scratch = append(w.scratch, sample{labels: ls, t: t, v: values[i]})
+	w.scratch, w.hashes = w.scratch[:0], w.hashes[:0]
+	for i, sr := range w.tickSeriesLocked(node, descs) {
+		if sr.labels != nil {
+			w.appendLocked(sr, t, values[i])
 		}
 	}
 	if up {
-		w.scratch = append(w.scratch, sample{labels: w.labelsLocked(node, w.upDesc), t: t, v: 1})
+		w.appendLocked(w.seriesLocked(node, w.upDesc), t, 1)
 	}
 	w.pushLocked()
 }
@@ -310,10 +338,10 @@ func (w *Writer) addTick(node string, t int64, descs []*metric.Desc, values []fl
 // pushLocked queues w.scratch for every destination and empties it.
 func (w *Writer) pushLocked() {
 	for _, q := range w.queues {
-		q.push(w.scratch)
+		q.push(w.scratch, w.hashes)
 	}
 	clear(w.scratch) // drop references to label sets the cache may evict
-	w.scratch = w.scratch[:0]
+	w.scratch, w.hashes = w.scratch[:0], w.hashes[:0]
 }
 
 // addNodeGauge queues name{node}=value for every node.
@@ -331,12 +359,12 @@ func (w *Writer) addNodeGauge(name string, t int64, nodes []string, values []flo
 		d = metric.NewDesc(name, "", metric.Gauge)
 		w.gauges[name] = d
 	}
-	w.scratch = w.scratch[:0]
+	w.scratch, w.hashes = w.scratch[:0], w.hashes[:0]
 	for i, n := range nodes {
 		if n == "" {
 			continue
 		}
-		w.scratch = append(w.scratch, sample{labels: w.labelsLocked(n, d), t: t, v: values[i]})
+		w.appendLocked(w.seriesLocked(n, d), t, values[i])
 	}
 	w.pushLocked()
 }

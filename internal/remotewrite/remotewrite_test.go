@@ -190,7 +190,7 @@ func TestTapSkipsRefusedTicks(t *testing.T) {
 
 func TestQueueFullDropsOldest(t *testing.T) {
 	// Not running: nothing is sent, the ring overflows.
-	w, err := New([]Config{{URL: "http://127.0.0.1:1/", QueueCapacity: 4, MaxSamplesPerSend: 10}}, nil)
+	w, err := New([]Config{{URL: "http://127.0.0.1:1/", QueueCapacity: 4, MaxSamplesPerSend: 10, MaxShards: 1}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestQueueFullDropsOldest(t *testing.T) {
 	if s.QueueLength != 4 || s.DroppedFull != 6 || s.Enqueued != 10 {
 		t.Fatalf("status = %+v, want 4 queued, 6 dropped", s)
 	}
-	b := q.take(10)
+	b := q.drain()
 	for i, smp := range b {
 		if smp.t != int64(6+i) {
 			t.Errorf("queued[%d] at %d, want %d (the newest kept)", i, smp.t, 6+i)
@@ -234,7 +234,7 @@ func TestTickLabels(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Job = "node"
-	w.queues = []*queue{newQueue(Config{URL: "http://x/", QueueCapacity: 64}, w.log)}
+	w.queues = []*queue{newQueue(Config{URL: "http://x/", QueueCapacity: 64, MaxShards: 1}, w.log)}
 	w.maxSeries = 4
 	a := metric.NewDesc("a", "", metric.Gauge)
 	b := metric.NewDesc("b", "", metric.Gauge, "k", "v")
@@ -262,7 +262,7 @@ func TestTickLabels(t *testing.T) {
 			}
 		}
 		var got []byte
-		for _, smp := range w.queues[0].take(64) {
+		for _, smp := range w.queues[0].drain() {
 			got = append(got, smp.labels...)
 		}
 		if !bytes.Equal(got, want) {
@@ -338,4 +338,20 @@ func TestFlushOnShutdown(t *testing.T) {
 	if _, got := rcv.snapshot(); len(got) != 3 {
 		t.Errorf("flushed %d samples at shutdown, want 3", len(got))
 	}
+}
+
+// drain takes every queued sample, partition by partition.
+func (q *queue) drain() []sample {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []sample
+	for i := range q.parts {
+		p := &q.parts[i]
+		for j := range p.n {
+			out = append(out, p.ring[(p.head+j)%len(p.ring)])
+		}
+		clear(p.ring)
+		p.head, p.n = 0, 0
+	}
+	return out
 }

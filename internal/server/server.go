@@ -132,6 +132,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	rwOut.Job = cfg.job()
 	s.rwOut = rwOut
+	s.reg.MustRegister(rwOut) // shards, queue and drops per destination
 	if err := os.MkdirAll(cfg.Data, 0o755); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
