@@ -53,13 +53,19 @@ func desiredShards(w window, n, lo, hi int, deadline time.Duration) int {
 	}
 }
 
-// reshardLoop reconsiders the shard count every q.reshardEvery until ctx
-// ends.
+// growCheck is how often a queue checks whether it must grow: a queue
+// falling behind fills in seconds (2 M samples at 700 k/s in, one shard's
+// 100 k/s out), so waiting a whole reshard interval loses samples.
+const growCheck = time.Second
+
+// reshardLoop reconsiders the shard count until ctx ends: growing as soon
+// as a window of growCheck shows the queue falling behind, shrinking only
+// over a whole q.reshardEvery, so a short lull does not shrink it.
 func (q *queue) reshardLoop(ctx context.Context) {
 	if q.cfg.MinShards == q.cfg.MaxShards {
 		return
 	}
-	t := time.NewTicker(q.reshardEvery)
+	t := time.NewTicker(min(growCheck, q.reshardEvery))
 	defer t.Stop()
 	type snap struct {
 		at             time.Time
@@ -89,10 +95,13 @@ func (q *queue) reshardLoop(ctx context.Context) {
 		if ts, ok := q.oldest(); ok {
 			w.age = max(0, cur.at.Sub(time.UnixMilli(ts)))
 		}
-		last = cur
+		whole := cur.at.Sub(last.at) >= q.reshardEvery
 		n := int(q.shards.Load())
 		d := desiredShards(w, n, q.cfg.MinShards, q.cfg.MaxShards, q.cfg.BatchSendDeadline.D())
-		if d == n {
+		if d > n || whole {
+			last = cur
+		}
+		if d == n || (d < n && !whole) {
 			continue
 		}
 		q.setShards(d)

@@ -483,3 +483,53 @@ func (q *queue) fullest() float64 {
 	}
 	return f
 }
+
+// With the default reshard interval (10 s), a queue falling behind grows
+// within a couple of growCheck windows instead of waiting the interval,
+// and does not shrink again before the interval.
+func TestShardsGrowWithinSeconds(t *testing.T) {
+	rcv := newSlowReceiver(20 * time.Millisecond)
+	srv := httptest.NewServer(rcv)
+	defer srv.Close()
+	cfg := slowConfig(srv.URL, 1, 8)
+	cfg.QueueCapacity = 200_000
+	w, err := New([]Config{cfg}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := w.queues[0]
+	if q.reshardEvery != DefaultReshardInterval {
+		t.Fatalf("reshard interval %s, want the default", q.reshardEvery)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = w.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	start := time.Now()
+	var grewAt atomic.Int64
+	watch := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-watch:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			if q.shards.Load() > 1 && grewAt.Load() == 0 {
+				grewAt.Store(int64(time.Since(start)))
+			}
+		}
+	}()
+	g := loadGen{nodes: 50, descs: 3, ticks: 400, interval: 10 * time.Millisecond} // 15,000 samples/s for 4 s
+	g.run(w)
+	s := settled(t, w)
+	close(watch)
+	rcv.check(t, g.series(), g.ticks)
+	if total := uint64(g.series() * g.ticks); s.Sent != total || s.DroppedFull != 0 {
+		t.Errorf("sent %d, dropped %d; want %d sent", s.Sent, s.DroppedFull, total)
+	}
+	if at := time.Duration(grewAt.Load()); at == 0 || at > 3500*time.Millisecond {
+		t.Fatalf("grew after %s; want within 3.5 s of the load starting (growCheck %s, interval %s)", at, growCheck, q.reshardEvery)
+	}
+	t.Logf("grew after %s to %d shards", time.Duration(grewAt.Load()), q.shards.Load())
+}
