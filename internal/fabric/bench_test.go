@@ -30,25 +30,9 @@ var bigFabric = sync.OnceValues(func() (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	st.LimitSeries(store.SeriesLimits{PerNode: -1, MaxHeadSeries: -1})
-	f, err := simulate.NewFabric(simulate.FabricOptions{Nodes: 238 * 18, Seed: 1, Spines: 18})
-	if err != nil {
-		return nil, err
-	}
 	now := time.Now().Truncate(time.Second)
-	var b metric.Batch
-	for i := range 238 * 18 {
-		sw := f.Sweeper(i)
-		if sw == nil {
-			continue
-		}
-		for ts := now.Add(-70 * time.Second); !ts.After(now); ts = ts.Add(time.Second) {
-			b.Reset(ts)
-			sw.Sample(ts, time.Second, &b)
-			if err := st.AppendTick(simulate.NodeName(1+i), ts, b.Descs, b.Values, true); err != nil {
-				return nil, err
-			}
-		}
+	if err := fillFabric(st, simulate.FabricOptions{Nodes: 238 * 18, Seed: 1, Spines: 18}, now, 70*time.Second); err != nil {
+		return nil, err
 	}
 	return New(Options{Query: query.New(st, query.Options{}), Now: func() time.Time { return now }}), nil
 })
@@ -164,4 +148,29 @@ func BenchmarkReadPromQL(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// fillFabric stores span at 1 Hz, up to now, of the simulated fabric o as
+// its sweepers send it.
+func fillFabric(st *store.Store, o simulate.FabricOptions, now time.Time, span time.Duration) error {
+	st.LimitSeries(store.SeriesLimits{PerNode: -1, MaxHeadSeries: -1})
+	f, err := simulate.NewFabric(o)
+	if err != nil {
+		return err
+	}
+	var b metric.Batch
+	for i := range o.Nodes {
+		sw := f.Sweeper(i)
+		if sw == nil {
+			continue
+		}
+		for ts := now.Add(-span); !ts.After(now); ts = ts.Add(time.Second) {
+			b.Reset(ts)
+			sw.Sample(ts, time.Second, &b)
+			if err := st.AppendTick(simulate.NodeName(1+i), ts, b.Descs, b.Values, true); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

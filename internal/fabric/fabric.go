@@ -221,35 +221,7 @@ func read(ctx context.Context, q Querier, now time.Time, window time.Duration) (
 	}); err != nil {
 		return nil, fmt.Errorf("read %s: %w", MetricPortInfo, err)
 	}
-	idx := map[portKey]int{}
-	slices.SortFunc(ports, func(a, b query.Sample) int {
-		return cmp.Or(cmp.Compare(a.Labels["switch_guid"], b.Labels["switch_guid"]), cmpPort(a.Labels["port"], b.Labels["port"]))
-	})
-	for _, s := range ports {
-		l := s.Labels
-		k := portKey{l["switch_guid"], l["port"]}
-		if k.guid == "" || k.port == "" {
-			continue
-		}
-		if _, dup := idx[k]; dup { // two sweepers during a handover
-			continue
-		}
-		if len(f.Links) >= MaxPorts {
-			f.Truncated = true
-			break
-		}
-		link := Link{SwitchGUID: k.guid, Switch: l["switch"], Port: k.port, RemoteGUID: l["remote_guid"], Remote: l["remote"],
-			RemotePort: l["remote_port"], RemoteType: l["remote_type"], Rate: l["rate"], Width: l["width"], Speed: l["speed"]}
-		if link.Switch == "" {
-			link.Switch = k.guid
-		}
-		if link.RemoteType == "ca" {
-			link.Host = HostOf(link.Remote)
-		}
-		link.Name = LinkName(link.Switch, link.Port, link.Remote, link.RemotePort)
-		idx[k] = len(f.Links)
-		f.Links = append(f.Links, link)
-	}
+	idx := links(f, ports)
 	// Per port, the largest of its series' values (max by (switch_guid,
 	// port)): two sweepers during a handover write the same port.
 	set := func(m portMax, fn func(l *Link, v float64)) {
@@ -353,6 +325,41 @@ func read(ctx context.Context, q Querier, now time.Time, window time.Duration) (
 	}
 	f.Switches, f.Truncated = switches(infos, f.Links, f.Truncated)
 	return f, nil
+}
+
+// links fills f.Links from the port-info samples, in switch and port
+// order, one link a port, and returns each port's index in f.Links.
+func links(f *Fabric, ports []query.Sample) map[portKey]int {
+	idx := map[portKey]int{}
+	slices.SortFunc(ports, func(a, b query.Sample) int {
+		return cmp.Or(cmp.Compare(a.Labels["switch_guid"], b.Labels["switch_guid"]), cmpPort(a.Labels["port"], b.Labels["port"]))
+	})
+	for _, s := range ports {
+		l := s.Labels
+		k := portKey{l["switch_guid"], l["port"]}
+		if k.guid == "" || k.port == "" {
+			continue
+		}
+		if _, dup := idx[k]; dup { // two sweepers during a handover
+			continue
+		}
+		if len(f.Links) >= MaxPorts {
+			f.Truncated = true
+			break
+		}
+		link := Link{SwitchGUID: k.guid, Switch: l["switch"], Port: k.port, RemoteGUID: l["remote_guid"], Remote: l["remote"],
+			RemotePort: l["remote_port"], RemoteType: l["remote_type"], Rate: l["rate"], Width: l["width"], Speed: l["speed"]}
+		if link.Switch == "" {
+			link.Switch = k.guid
+		}
+		if link.RemoteType == "ca" {
+			link.Host = HostOf(link.Remote)
+		}
+		link.Name = LinkName(link.Switch, link.Port, link.Remote, link.RemotePort)
+		idx[k] = len(f.Links)
+		f.Links = append(f.Links, link)
+	}
+	return idx
 }
 
 // switches builds the switch list from the switch-info series and the

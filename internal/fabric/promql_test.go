@@ -1,17 +1,14 @@
 package fabric
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"math"
 	"reflect"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/vigil-hpc/vigil/internal/metric"
 	"github.com/vigil-hpc/vigil/internal/query"
 	"github.com/vigil-hpc/vigil/internal/simulate"
 	"github.com/vigil-hpc/vigil/internal/store"
@@ -27,35 +24,7 @@ func readPromQL(ctx context.Context, q *query.API, now time.Time, window time.Du
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", MetricPortInfo, err)
 	}
-	idx := map[portKey]int{}
-	slices.SortFunc(ports, func(a, b query.Sample) int {
-		return cmp.Or(cmp.Compare(a.Labels["switch_guid"], b.Labels["switch_guid"]), cmpPort(a.Labels["port"], b.Labels["port"]))
-	})
-	for _, s := range ports {
-		l := s.Labels
-		k := portKey{l["switch_guid"], l["port"]}
-		if k.guid == "" || k.port == "" {
-			continue
-		}
-		if _, dup := idx[k]; dup { // two sweepers during a handover
-			continue
-		}
-		if len(f.Links) >= MaxPorts {
-			f.Truncated = true
-			break
-		}
-		link := Link{SwitchGUID: k.guid, Switch: l["switch"], Port: k.port, RemoteGUID: l["remote_guid"], Remote: l["remote"],
-			RemotePort: l["remote_port"], RemoteType: l["remote_type"], Rate: l["rate"], Width: l["width"], Speed: l["speed"]}
-		if link.Switch == "" {
-			link.Switch = k.guid
-		}
-		if link.RemoteType == "ca" {
-			link.Host = HostOf(link.Remote)
-		}
-		link.Name = LinkName(link.Switch, link.Port, link.Remote, link.RemotePort)
-		idx[k] = len(f.Links)
-		f.Links = append(f.Links, link)
-	}
+	idx := links(f, ports)
 	by := "max by (switch_guid, port) "
 	errSum := func(mod string) string {
 		return "sum by (switch_guid, port, node) ({__name__=~\"" + errorsRegexp + "\"}" + mod + ")"
@@ -116,25 +85,9 @@ func TestScanMatchesPromQL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	st.LimitSeries(store.SeriesLimits{PerNode: -1, MaxHeadSeries: -1})
-	sim, err := simulate.NewFabric(simulate.FabricOptions{Nodes: 24 * 18, Seed: 7, Spines: 6})
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := time.Now().Truncate(time.Second)
-	var b metric.Batch
-	for i := range 24 * 18 {
-		sw := sim.Sweeper(i)
-		if sw == nil {
-			continue
-		}
-		for ts := now.Add(-100 * time.Second); !ts.After(now); ts = ts.Add(time.Second) {
-			b.Reset(ts)
-			sw.Sample(ts, time.Second, &b)
-			if err := st.AppendTick(simulate.NodeName(1+i), ts, b.Descs, b.Values, true); err != nil {
-				t.Fatal(err)
-			}
-		}
+	if err := fillFabric(st, simulate.FabricOptions{Nodes: 24 * 18, Seed: 7, Spines: 6}, now, 100*time.Second); err != nil {
+		t.Fatal(err)
 	}
 	api := query.New(st, query.Options{})
 	ctx := context.Background()

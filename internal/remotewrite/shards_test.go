@@ -265,21 +265,11 @@ func TestAdaptiveShards(t *testing.T) {
 	defer func() { cancel(); <-done }()
 
 	var most atomic.Int32
-	watch := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-watch:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-			most.Store(max(most.Load(), q.shards.Load()))
-		}
-	}()
+	stopWatch := watchShards(q, func(n int32) { most.Store(max(most.Load(), n)) })
 	g := loadGen{nodes: 50, descs: 3, ticks: 150, interval: 10 * time.Millisecond} // 15,000 samples/s for 1.5 s
 	g.run(w)
 	s := settled(t, w)
-	close(watch)
+	stopWatch()
 	rcv.check(t, g.series(), g.ticks)
 	if total := uint64(g.series() * g.ticks); s.Sent != total || s.DroppedFull != 0 {
 		t.Errorf("sent %d, dropped %d; want %d sent", s.Sent, s.DroppedFull, total)
@@ -507,23 +497,15 @@ func TestShardsGrowWithinSeconds(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	start := time.Now()
 	var grewAt atomic.Int64
-	watch := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-watch:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-			if q.shards.Load() > 1 && grewAt.Load() == 0 {
-				grewAt.Store(int64(time.Since(start)))
-			}
+	stopWatch := watchShards(q, func(n int32) {
+		if n > 1 && grewAt.Load() == 0 {
+			grewAt.Store(int64(time.Since(start)))
 		}
-	}()
+	})
 	g := loadGen{nodes: 50, descs: 3, ticks: 400, interval: 10 * time.Millisecond} // 15,000 samples/s for 4 s
 	g.run(w)
 	s := settled(t, w)
-	close(watch)
+	stopWatch()
 	rcv.check(t, g.series(), g.ticks)
 	if total := uint64(g.series() * g.ticks); s.Sent != total || s.DroppedFull != 0 {
 		t.Errorf("sent %d, dropped %d; want %d sent", s.Sent, s.DroppedFull, total)
@@ -532,4 +514,22 @@ func TestShardsGrowWithinSeconds(t *testing.T) {
 		t.Fatalf("grew after %s; want within 3.5 s of the load starting (growCheck %s, interval %s)", at, growCheck, q.reshardEvery)
 	}
 	t.Logf("grew after %s to %d shards", time.Duration(grewAt.Load()), q.shards.Load())
+}
+
+// watchShards calls fn with q's shard count every 5 ms until stop.
+func watchShards(q *queue, fn func(n int32)) (stop func()) {
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			fn(q.shards.Load())
+		}
+	}()
+	return func() { close(done); <-exited }
 }
