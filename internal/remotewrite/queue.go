@@ -16,8 +16,10 @@ import (
 	"github.com/golang/snappy"
 )
 
-// queue is one destination. Its samples wait in max_shards partitions, each
-// a fixed ring with an equal part of queue_capacity; a series always goes
+// queue is one destination. Its samples wait in max_shards partitions,
+// rings that share queue_capacity (each starts with an equal part and grows
+// while the whole queue has room, so an unevenly hashed load drops only
+// once the queue is full); a series always goes
 // to the same partition (by the hash of its label set). max_shards sending
 // goroutines run; the first `shards` of them send, sender i the partitions
 // p with p % shards == i. A partition has at most one request in flight
@@ -32,8 +34,9 @@ type queue struct {
 	log  *slog.Logger
 	wake []chan struct{} // per sender: a full batch waits in its partitions
 
-	mu    sync.Mutex // guards the partitions' rings
-	parts []partition
+	mu     sync.Mutex // guards the partitions' rings and queued
+	parts  []partition
+	queued int // samples in all partitions, at most cfg.QueueCapacity
 
 	shards atomic.Int32 // senders that send now, min_shards..max_shards
 	// reshardEvery is how often the shard count is reconsidered.
@@ -50,6 +53,7 @@ type partition struct {
 	ring []sample
 	head int // index of the oldest sample
 	n    int
+	base int // its equal share of queue_capacity, the ring's starting size
 }
 
 type queueStats struct {
@@ -93,7 +97,7 @@ func newQueue(cfg Config, log *slog.Logger) *queue {
 		if i < cfg.QueueCapacity%cfg.MaxShards {
 			c++
 		}
-		q.parts[i].ring = make([]sample, c)
+		q.parts[i].ring, q.parts[i].base = make([]sample, c), c
 		q.wake[i] = make(chan struct{}, 1)
 	}
 	q.shards.Store(int32(cfg.MinShards))
@@ -101,8 +105,10 @@ func newQueue(cfg Config, log *slog.Logger) *queue {
 }
 
 // push appends one tick's samples at once, so a sender never sees half a
-// tick; hs[i] is the hash of ss[i]'s series. A full partition drops its
-// oldest: after an outage the newest data is worth more than the oldest.
+// tick; hs[i] is the hash of ss[i]'s series. When the queue is full, each
+// new sample drops the oldest of its partition (of the fullest one if its
+// own is empty): after an outage the newest data is worth more than the
+// oldest.
 func (q *queue) push(ss []sample, hs []uint64) {
 	var sums [MaxShardsLimit]int
 	np := uint64(len(q.parts))
@@ -110,15 +116,21 @@ func (q *queue) push(ss []sample, hs []uint64) {
 	q.mu.Lock()
 	for i, s := range ss {
 		p := &q.parts[hs[i]%np]
-		c := len(p.ring)
-		if p.n == c {
-			p.ring[p.head] = sample{}
-			p.head = (p.head + 1) % c
-			p.n--
+		if q.queued >= q.cfg.QueueCapacity {
+			v := p
+			if v.n == 0 {
+				v = q.fullestPart()
+			}
+			v.dropOldest()
+			q.queued--
 			dropped++
 		}
-		p.ring[(p.head+p.n)%c] = s
+		if p.n == len(p.ring) {
+			p.grow(q.cfg.QueueCapacity)
+		}
+		p.ring[(p.head+p.n)%len(p.ring)] = s
 		p.n++
+		q.queued++
 	}
 	n := int(q.shards.Load())
 	for i := range q.parts {
@@ -134,6 +146,34 @@ func (q *queue) push(ss []sample, hs []uint64) {
 			q.signal(i)
 		}
 	}
+}
+
+// fullestPart returns the partition holding most samples.
+func (q *queue) fullestPart() *partition {
+	f := &q.parts[0]
+	for i := range q.parts {
+		if q.parts[i].n > f.n {
+			f = &q.parts[i]
+		}
+	}
+	return f
+}
+
+func (p *partition) dropOldest() {
+	p.ring[p.head] = sample{}
+	p.head = (p.head + 1) % len(p.ring)
+	p.n--
+}
+
+// grow doubles the ring (at least 64, at most max samples), oldest first.
+func (p *partition) grow(max int) {
+	c := min(max, 2*len(p.ring))
+	c = min(max, c+64)
+	r := make([]sample, c)
+	for j := range p.n {
+		r[j] = p.ring[(p.head+j)%len(p.ring)]
+	}
+	p.ring, p.head = r, 0
 }
 
 func (q *queue) signal(i int) {
@@ -253,6 +293,11 @@ func (s *sender) take() []sample {
 		}
 		p.head = (p.head + m) % c
 		p.n -= m
+		q.queued -= m
+		if p.n == 0 && len(p.ring) > p.base {
+			// Drained after a burst that grew it: back to its share.
+			p.ring, p.head = make([]sample, p.base), 0
+		}
 		s.held = append(s.held, i)
 		s.next = (i + 1) % np
 	}

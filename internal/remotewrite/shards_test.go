@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -408,7 +409,7 @@ func TestMetrics(t *testing.T) {
 
 // BenchmarkShards sends through a receiver that takes 20 ms a request
 // (a busy TSDB far away) with a fixed shard count. One op is one sample;
-// the producer waits while a partition is half full, so nothing is
+// the producer waits while the queue is half full, so nothing is
 // dropped and samples/s is what the shards deliver.
 func BenchmarkShards(b *testing.B) {
 	const nodes, perNode = 100, 10
@@ -441,7 +442,7 @@ func BenchmarkShards(b *testing.B) {
 			b.ResetTimer()
 			t := int64(0)
 			for pushed := 0; pushed < b.N; pushed += nodes * perNode {
-				for q.fullest() > 0.5 {
+				for q.fill() > 0.5 {
 					time.Sleep(100 * time.Microsecond)
 				}
 				t++
@@ -463,15 +464,11 @@ func BenchmarkShards(b *testing.B) {
 	}
 }
 
-// fullest returns the fill of the fullest partition, 0..1.
-func (q *queue) fullest() float64 {
+// fill returns the queue's fill, 0..1.
+func (q *queue) fill() float64 {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	f := 0.0
-	for i := range q.parts {
-		f = max(f, float64(q.parts[i].n)/float64(len(q.parts[i].ring)))
-	}
-	return f
+	return float64(q.queued) / float64(q.cfg.QueueCapacity)
 }
 
 // With the default reshard interval (10 s), a queue falling behind grows
@@ -532,4 +529,40 @@ func watchShards(q *queue, fn func(n int32)) (stop func()) {
 		}
 	}()
 	return func() { close(done); <-exited }
+}
+
+// All series hashed to one partition: the partitions share
+// queue_capacity, so nothing drops until the whole queue is full, and then
+// exactly the overflow drops, oldest first.
+func TestUnevenPartitionsShareCapacity(t *testing.T) {
+	cfg := Config{URL: "http://127.0.0.1:1/", QueueCapacity: 1000, MinShards: 4, MaxShards: 4}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	q := newQueue(cfg, slog.New(slog.DiscardHandler))
+	push := func(from, n int) {
+		ss := make([]sample, n)
+		hs := make([]uint64, n)
+		for i := range ss {
+			ss[i].t = int64(from + i)
+			hs[i] = 4 * 7 // always partition 0
+		}
+		q.push(ss, hs)
+	}
+	push(0, 900)
+	if d := q.stats.droppedFull.Load(); d != 0 || q.len() != 900 {
+		t.Fatalf("900 samples into one partition of a 1,000-sample queue: %d dropped, %d queued; want none dropped", d, q.len())
+	}
+	push(900, 300)
+	if d := q.stats.droppedFull.Load(); d != 200 || q.len() != 1000 {
+		t.Fatalf("then 300 more: %d dropped, %d queued; want 200 dropped, 1,000 queued", d, q.len())
+	}
+	if ts, ok := q.oldest(); !ok || ts != 200 {
+		t.Fatalf("oldest queued %d (%v), want 200: the oldest are the ones dropped", ts, ok)
+	}
+	// A sample for an empty partition makes room in the fullest.
+	q.push([]sample{{t: 5000}}, []uint64{1})
+	if d := q.stats.droppedFull.Load(); d != 201 || q.len() != 1000 || q.parts[1].n != 1 {
+		t.Fatalf("one into an empty partition: %d dropped, %d queued, partition 1 holds %d", d, q.len(), q.parts[1].n)
+	}
 }
