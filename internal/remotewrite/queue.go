@@ -37,6 +37,7 @@ type queue struct {
 	mu     sync.Mutex // guards the partitions' rings and queued
 	parts  []partition
 	queued int // samples in all partitions, at most cfg.QueueCapacity
+	slots  int // the rings' lengths summed, at most 2 × cfg.QueueCapacity
 
 	shards atomic.Int32 // senders that send now, min_shards..max_shards
 	// reshardEvery is how often the shard count is reconsidered.
@@ -98,6 +99,7 @@ func newQueue(cfg Config, log *slog.Logger) *queue {
 			c++
 		}
 		q.parts[i].ring, q.parts[i].base = make([]sample, c), c
+		q.slots += c
 		q.wake[i] = make(chan struct{}, 1)
 	}
 	q.shards.Store(int32(cfg.MinShards))
@@ -125,8 +127,12 @@ func (q *queue) push(ss []sample, hs []uint64) {
 			q.queued--
 			dropped++
 		}
-		if p.n == len(p.ring) {
-			p.grow(q.cfg.QueueCapacity)
+		if p.n == len(p.ring) && !q.grow(p) {
+			// Rings grown by earlier bursts hold the slots: make room
+			// in this one.
+			p.dropOldest()
+			q.queued--
+			dropped++
 		}
 		p.ring[(p.head+p.n)%len(p.ring)] = s
 		p.n++
@@ -165,15 +171,22 @@ func (p *partition) dropOldest() {
 	p.n--
 }
 
-// grow doubles the ring (at least 64, at most max samples), oldest first.
-func (p *partition) grow(max int) {
-	c := min(max, 2*len(p.ring))
-	c = min(max, c+64)
+// grow doubles p's ring (at least 64 more, at most queue_capacity),
+// oldest first, within the slot budget of twice queue_capacity; false if
+// no slot is left.
+func (q *queue) grow(p *partition) bool {
+	capa := q.cfg.QueueCapacity
+	c := min(capa, 2*len(p.ring)+64, len(p.ring)+2*capa-q.slots)
+	if c <= len(p.ring) {
+		return false
+	}
 	r := make([]sample, c)
 	for j := range p.n {
 		r[j] = p.ring[(p.head+j)%len(p.ring)]
 	}
+	q.slots += c - len(p.ring)
 	p.ring, p.head = r, 0
+	return true
 }
 
 func (q *queue) signal(i int) {
@@ -296,6 +309,7 @@ func (s *sender) take() []sample {
 		q.queued -= m
 		if p.n == 0 && len(p.ring) > p.base {
 			// Drained after a burst that grew it: back to its share.
+			q.slots -= len(p.ring) - p.base
 			p.ring, p.head = make([]sample, p.base), 0
 		}
 		s.held = append(s.held, i)

@@ -566,3 +566,36 @@ func TestUnevenPartitionsShareCapacity(t *testing.T) {
 		t.Fatalf("one into an empty partition: %d dropped, %d queued, partition 1 holds %d", d, q.len(), q.parts[1].n)
 	}
 }
+
+// The rings' slots stay within twice queue_capacity whatever the hashing:
+// partitions grown by bursts that never drain keep their slots, and a
+// later burst into another partition finds no budget left and drops its
+// own oldest instead of growing.
+func TestPartitionSlotsBounded(t *testing.T) {
+	cfg := Config{URL: "http://127.0.0.1:1/", QueueCapacity: 1000, MinShards: 4, MaxShards: 4}
+	q := newQueue(cfg, slog.New(slog.DiscardHandler))
+	burst := func(part uint64, n int) {
+		ss := make([]sample, n)
+		hs := make([]uint64, n)
+		for i := range hs {
+			hs[i] = part
+		}
+		q.push(ss, hs)
+	}
+	for round := range 20 {
+		burst(uint64(round%4), 900) // each partition in turn takes a burst
+		if q.slots > 2*cfg.QueueCapacity || q.len() > cfg.QueueCapacity {
+			t.Fatalf("round %d: %d slots, %d queued; want at most %d and %d", round, q.slots, q.len(), 2*cfg.QueueCapacity, cfg.QueueCapacity)
+		}
+		sum := 0
+		for i := range q.parts {
+			sum += len(q.parts[i].ring)
+		}
+		if sum != q.slots {
+			t.Fatalf("round %d: rings hold %d slots, counted %d", round, sum, q.slots)
+		}
+	}
+	if q.stats.droppedFull.Load()+uint64(q.len()) != 20*900 {
+		t.Fatalf("%d dropped + %d queued != %d pushed", q.stats.droppedFull.Load(), q.len(), 20*900)
+	}
+}
