@@ -303,7 +303,7 @@ func read(ctx context.Context, q Querier, now time.Time, window time.Duration) (
 	em := portMax{}
 	for k, e := range errs {
 		if e.hasNow && e.hasThen {
-			em.add(labels.FromStrings("switch_guid", k[0], "port", k[1]), (e.now-e.then)/window.Seconds())
+			em.addKey(portKey{k[0], k[1]}, (e.now-e.then)/window.Seconds())
 		}
 	}
 	set(em, func(l *Link, v float64) { l.Errors = v })

@@ -133,10 +133,13 @@ func counterRate(it chunkenc.Iterator) (float64, bool) {
 type portMax map[portKey]float64
 
 func (m portMax) add(l labels.Labels, v float64) {
+	m.addKey(portKey{l.Get("switch_guid"), l.Get("port")}, v)
+}
+
+func (m portMax) addKey(k portKey, v float64) {
 	if math.IsNaN(v) {
 		return
 	}
-	k := portKey{l.Get("switch_guid"), l.Get("port")}
 	if old, ok := m[k]; !ok || v > old {
 		m[k] = v
 	}

@@ -49,7 +49,7 @@ type Service struct {
 	warn     logging.OnChange
 	// One read at a time (readMu), its answer kept for CacheFor: every
 	// dashboard polling the fabric and `vigil fabric top` share one read
-	// (about a second for 13,000 ports) instead of each paying for it.
+	// (about half a second for 13,000 ports) instead of each paying for it.
 	readMu sync.Mutex
 	cache  map[time.Duration]cached
 	hits   prometheus.Counter
