@@ -11,6 +11,11 @@ import (
 // gcPercent is the server's GOGC unless the environment sets one.
 const gcPercent = 50
 
+// passGCPercent is the GOGC while a rollup pass runs: its bursts of block
+// writing and compaction would otherwise grow the heap by half the live
+// heap every 30 minutes (store.RollupOptions.PassGCPercent).
+const passGCPercent = 20
+
 // memLimitRatio is the share of a cgroup memory limit the Go heap may
 // grow to before the garbage collector works harder; Prometheus'
 // --auto-gomemlimit uses the same 0.9, leaving room for what the runtime

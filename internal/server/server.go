@@ -157,7 +157,11 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	// Rollups (issue 4): queries reaching past the raw data read minute means.
 	var queryable storage.Queryable = st
 	if !cfg.DisableRollups {
-		s.rollup, err = store.OpenRollup(st, store.RollupOptions{Retention: cfg.RollupRetention.D(), Logger: log.With("component", "rollup")})
+		ro := store.RollupOptions{Retention: cfg.RollupRetention.D(), Logger: log.With("component", "rollup")}
+		if os.Getenv("GOGC") == "" {
+			ro.PassGCPercent = passGCPercent
+		}
+		s.rollup, err = store.OpenRollup(st, ro)
 		if err != nil {
 			return nil, errors.Join(err, s.Close())
 		}

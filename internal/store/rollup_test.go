@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -398,20 +399,34 @@ func TestRollupWritesBlocksNotHead(t *testing.T) {
 			}
 		}
 	}
-	r, err := OpenRollup(s, RollupOptions{})
+	r, err := OpenRollup(s, RollupOptions{PassGCPercent: 17})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
 	r.batchSeries = 40 // 10 raw series a block: 3 blocks for 25 nodes
+	var gcInPass int
+	r.pageOut = func(string) (int64, error) { // called after each block
+		gcInPass = debug.SetGCPercent(-1)
+		debug.SetGCPercent(gcInPass)
+		return 0, nil
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(60))
 	if n, err := r.Step(context.Background(), t0.Add(5*time.Minute+DefaultRollupDelay)); err != nil || n != 5 {
 		t.Fatalf("Step = %d, %v; want 5 minutes", n, err)
+	}
+	if gcInPass != 17 {
+		t.Errorf("GC percent during the pass %d, want PassGCPercent 17", gcInPass)
+	}
+	if gc := debug.SetGCPercent(60); gc != 60 {
+		t.Errorf("GC percent after the pass %d, want 60 restored", gc)
 	}
 	if h := r.db.Head().NumSeries(); h != 0 {
 		t.Errorf("rollup head holds %d series, want 0", h)
 	}
-	if b := len(r.db.Blocks()); b != 3 {
-		t.Errorf("%d rollup blocks, want 3", b)
+	// The pass wrote 3 overlapping blocks and merged them at its end.
+	if b := len(r.db.Blocks()); b != 1 {
+		t.Errorf("%d rollup blocks after the pass, want its 3 merged into 1", b)
 	}
 	got := readAll(t, r.db, labels.MustNewMatcher(labels.MatchEqual, RollupLabel, AggMean))
 	if len(got) != nodes {
