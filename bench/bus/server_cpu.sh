@@ -29,6 +29,7 @@ go build -o "$W/consume" ./bench/bus/consume
 port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 # metr URL REGEX: the sum of the matching samples on /metrics.
 metr() { curl -s "$1/metrics" | awk -v re="$2" '$1 ~ re {s += $NF} END {printf "%.0f", s}'; }
+tree() { local c; echo "$1"; for c in $(pgrep -P "$1" || true); do tree "$c"; done; }
 cpu() { local s=0 a=0; for f in /proc/$1/task/*/schedstat; do read -r a _ < "$f" || true; s=$((s+a)); done; echo $s; }
 
 # A private broker.
@@ -55,8 +56,8 @@ one() { # $1: label; $2: binary; rest: extra server args
   "$VIGIL" simulate --nodes "$NODES" --upstream "$wire" --log-level error --outages=false --health=false \
     ${REPLAY:+--replay "$REPLAY" --jobs=false} > /dev/null 2>&1 & local mp=$!
   local conf='^vigil_bus_confirmed[a-z_]*[{].*stream="metrics"' stored='^vigil_ingest_samples_appended_total'
-  # The other processes on the same cores: simulator, broker (its beam.smp) and consumer.
-  local others="$mp $(pgrep -f "beam.smp.*busbench$$" || true) $tp" o0=0 o1=0 p
+  # The other processes on the same cores: simulator, broker (its process tree) and consumer.
+  local others="$mp $(tree "${pids[0]}") $tp" o0=0 o1=0 p
   sleep "$WARM"; local a b s0 s1 c0 c1; a=$(cpu $sp); s0=$(metr "http://$http" "$stored"); c0=$(metr "http://$http" "$conf")
   for p in $others; do o0=$((o0 + $(cpu "$p"))); done
   local cp=; if [ -n "$PROF" ]; then mkdir -p "$PROF"; curl -s -o "$PROF/$label-$n.cpu" "http://$http/debug/pprof/profile?seconds=$DUR" & cp=$!; fi
