@@ -256,26 +256,28 @@ func (r *Rollup) Step(ctx context.Context, now time.Time) (int, error) {
 		}
 		defer debug.SetGCPercent(old)
 	}
+	if start < end {
+		// Merge the passes' overlapping blocks now, while the GC target
+		// is low, rather than at the database's next compaction (with
+		// nothing to merge, Compact only plans). A stopping server
+		// leaves it to the database's next start.
+		defer func() {
+			if ctx.Err() != nil {
+				return
+			}
+			if err := r.db.Compact(ctx); err != nil {
+				r.log.Warn("rollup: compacting the pass's blocks failed; the database retries", "err", err)
+			}
+		}()
+	}
 	step := RollupStep.Milliseconds()
-	minutes, blocks := 0, 0
-	// Merge the passes' overlapping blocks now, while the GC target is
-	// low, rather than at the database's next compaction.
-	defer func() {
-		if blocks == 0 {
-			return
-		}
-		if err := r.db.Compact(context.WithoutCancel(ctx)); err != nil {
-			r.log.Warn("rollup: compacting the pass's blocks failed; the database retries", "err", err)
-		}
-	}()
+	minutes := 0
 	for from := start; from < end; {
 		if err := ctx.Err(); err != nil {
 			return minutes, err
 		}
 		to := min(from+rollupChunk.Milliseconds(), end)
-		n, err := r.pass(ctx, from, to)
-		blocks += n
-		if err != nil {
+		if err := r.pass(ctx, from, to); err != nil {
 			return minutes, err
 		}
 		if err := writeWatermark(filepath.Join(r.opts.Dir, watermarkFile), to); err != nil {
@@ -301,22 +303,17 @@ type bucket struct {
 // series, straight into blocks: appended to the rollup database's head,
 // four series per raw series would stay in memory for hours at a cost of
 // several hundred bytes each, more than the raw head itself.
-func (r *Rollup) pass(ctx context.Context, from, to int64) (blocks int, err error) {
+func (r *Rollup) pass(ctx context.Context, from, to int64) error {
 	q, err := r.raw.Querier(from, to-1) // values as stored are scaled (scale.go)
 	if err != nil {
-		return 0, fmt.Errorf("store: rollup %s..%s: raw querier: %w", fmtMs(from), fmtMs(to), err)
+		return fmt.Errorf("store: rollup %s..%s: raw querier: %w", fmtMs(from), fmtMs(to), err)
 	}
 	defer q.Close()
 	set := q.Select(ctx, false, nil, labels.MustNewMatcher(labels.MatchRegexp, labels.MetricName, ".+"))
 	step := RollupStep.Milliseconds()
 	buckets := make([]bucket, (to-from)/step)
 	w := &rollupWriter{r: r}
-	defer func() {
-		blocks = w.blocks
-		if cerr := w.close(); err == nil && cerr != nil {
-			err = fmt.Errorf("store: rollup %s..%s: %w", fmtMs(from), fmtMs(to), cerr)
-		}
-	}()
+	defer w.close()
 	var (
 		it  chunkenc.Iterator
 		lb  labels.Builder
@@ -353,7 +350,7 @@ func (r *Rollup) pass(ctx context.Context, from, to int64) (blocks int, err erro
 			b.endsStale = false
 		}
 		if err := it.Err(); err != nil {
-			return 0, fmt.Errorf("store: rollup: read %s: %w", s.Labels(), err)
+			return fmt.Errorf("store: rollup: read %s: %w", s.Labels(), err)
 		}
 		if !seen {
 			continue
@@ -365,7 +362,7 @@ func (r *Rollup) pass(ctx context.Context, from, to int64) (blocks int, err erro
 		}
 		app, err := w.appender(ctx)
 		if err != nil {
-			return 0, err
+			return err
 		}
 		for i := range buckets {
 			b := &buckets[i]
@@ -374,7 +371,7 @@ func (r *Rollup) pass(ctx context.Context, from, to int64) (blocks int, err erro
 				vals := [len(aggs)]float64{b.min, b.max, b.sum / float64(b.n), float64(b.n)}
 				for k := range aggs {
 					if err := r.append(app, out[k], t, vals[k]); err != nil {
-						return 0, err
+						return err
 					}
 				}
 				w.pending += len(aggs)
@@ -385,7 +382,7 @@ func (r *Rollup) pass(ctx context.Context, from, to int64) (blocks int, err erro
 				// gap instead of the mean being carried forward.
 				for k := range aggs {
 					if err := r.append(app, out[k], t+step-1, math.Float64frombits(value.StaleNaN)); err != nil {
-						return 0, err
+						return err
 					}
 				}
 				w.pending += len(aggs)
@@ -395,27 +392,27 @@ func (r *Rollup) pass(ctx context.Context, from, to int64) (blocks int, err erro
 		w.series += len(aggs)
 		blocks := w.blocks
 		if err := w.commitIfFull(ctx); err != nil {
-			return 0, fmt.Errorf("store: rollup %s..%s: %w", fmtMs(from), fmtMs(to), err)
+			return fmt.Errorf("store: rollup %s..%s: %w", fmtMs(from), fmtMs(to), err)
 		}
 		if w.blocks != blocks {
 			r.releaseMapped() // bound what a pass keeps resident
 		}
 	}
 	if err := set.Err(); err != nil {
-		return 0, fmt.Errorf("store: rollup %s..%s: select raw series: %w", fmtMs(from), fmtMs(to), err)
+		return fmt.Errorf("store: rollup %s..%s: select raw series: %w", fmtMs(from), fmtMs(to), err)
 	}
 	if err := w.flush(ctx); err != nil {
-		return 0, fmt.Errorf("store: rollup %s..%s: %w", fmtMs(from), fmtMs(to), err)
+		return fmt.Errorf("store: rollup %s..%s: %w", fmtMs(from), fmtMs(to), err)
 	}
 	r.releaseMapped()
 	if w.blocks > 0 {
 		// Load the new blocks now, so queries see them once the watermark
 		// moves (see OpenRollup).
 		if err := r.db.CompactOOOHead(ctx); err != nil {
-			return 0, fmt.Errorf("store: rollup %s..%s: load blocks: %w", fmtMs(from), fmtMs(to), err)
+			return fmt.Errorf("store: rollup %s..%s: load blocks: %w", fmtMs(from), fmtMs(to), err)
 		}
 	}
-	return 0, nil
+	return nil
 }
 
 // releaseMapped hands the pages of the raw store's mapped chunk files,
