@@ -49,7 +49,15 @@ type Config struct {
 	MaxShards int `toml:"max_shards"`
 	// Headers are added to every request (e.g. Authorization).
 	Headers map[string]string `toml:"headers"`
+	// Backfill (default true) keeps what does not fit the queue in the
+	// store instead of dropping it: the series falls behind and is read
+	// back from the store, in order, once the queue has room (backfill.go).
+	// False drops the oldest queued samples, counted, as before.
+	Backfill *bool `toml:"backfill"`
 }
+
+// backfill reports whether the destination catches up from the store.
+func (c *Config) backfill() bool { return c.Backfill == nil || *c.Backfill }
 
 // Validate checks one destination; the server's config validation calls it.
 func (c *Config) Validate() error {

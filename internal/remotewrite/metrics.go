@@ -14,13 +14,17 @@ var (
 	descDropped     = prometheus.NewDesc("vigil_remote_write_samples_dropped_total", "Samples not delivered, by reason: queue_full (oldest dropped), rejected (4xx), shutdown.", []string{"destination", "reason"}, nil)
 	descRequests    = prometheus.NewDesc("vigil_remote_write_requests_total", "Remote-write requests sent, retries included.", []string{"destination"}, nil)
 	descFailed      = prometheus.NewDesc("vigil_remote_write_requests_failed_total", "Remote-write requests that failed (network, 4xx, 5xx).", []string{"destination"}, nil)
+	descDeferred    = prometheus.NewDesc("vigil_remote_write_samples_deferred_total", "Samples not queued (queue full, or their series behind) but left in the store for the backfill to read back.", []string{"destination"}, nil)
+	descBackfilled  = prometheus.NewDesc("vigil_remote_write_samples_backfilled_total", "Samples the backfill read back from the store and queued.", []string{"destination"}, nil)
+	descBehind      = prometheus.NewDesc("vigil_remote_write_backfill_series", "Series behind: their samples wait in the store for the backfill.", []string{"destination"}, nil)
+	descBackfillErr = prometheus.NewDesc("vigil_remote_write_backfill_errors_total", "Backfill rounds that failed to read the store.", []string{"destination"}, nil)
 	descBusySeconds = prometheus.NewDesc("vigil_remote_write_send_seconds_total", "Time the shards spent waiting on requests; its rate is the average number of busy shards.", []string{"destination"}, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (w *Writer) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descShards, descReshards, descQueued, descCapacity, descEnqueued, descSent,
-		descDropped, descRequests, descFailed, descBusySeconds} {
+		descDropped, descRequests, descFailed, descBusySeconds, descDeferred, descBackfilled, descBehind, descBackfillErr} {
 		ch <- d
 	}
 }
@@ -50,6 +54,10 @@ func (w *Writer) Collect(ch chan<- prometheus.Metric) {
 		}
 		c(descRequests, st.Requests)
 		c(descFailed, st.FailedRequests)
+		c(descDeferred, st.Deferred)
+		c(descBackfilled, st.Backfilled)
+		g(descBehind, float64(st.BackfillSeries))
+		c(descBackfillErr, st.BackfillErrors)
 		ch <- prometheus.MustNewConstMetric(descBusySeconds, prometheus.CounterValue, float64(q.stats.busyNanos.Load())/1e9, n)
 	}
 }

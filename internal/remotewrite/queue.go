@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/golang/snappy"
+	"github.com/prometheus/prometheus/storage"
 )
 
 // queue is one destination. Its samples wait in max_shards partitions,
@@ -39,6 +41,19 @@ type queue struct {
 	queued int // samples in all partitions, at most cfg.QueueCapacity
 	slots  int // the rings' lengths summed, at most 2 × cfg.QueueCapacity
 
+	// source is the store the backfill reads from (backfill.go); nil: the
+	// queue drops its oldest samples when full.
+	source storage.Queryable
+	seed   maphash.Seed // the writer's, so a series' partition is the same on every path
+	// lagging holds the series that fell behind (guarded by mu), by their
+	// encoded label set: their samples are not queued but read back from
+	// source, in order, by the backfill.
+	lagging map[string]*lagEntry
+	// pendingPath is where the lagging series are kept across a restart
+	// (empty: not kept).
+	pendingPath string
+	bfWake      chan struct{} // a batch left: the backfill may find room
+
 	shards atomic.Int32 // senders that send now, min_shards..max_shards
 	// reshardEvery is how often the shard count is reconsidered.
 	reshardEvery time.Duration
@@ -60,6 +75,7 @@ type partition struct {
 type queueStats struct {
 	enqueued, sent, droppedFull, droppedRejected, droppedShutdown atomic.Uint64
 	requests, failedRequests, retries, reshards                   atomic.Uint64
+	deferred, backfilled, backfillErrors                          atomic.Uint64
 	busyNanos                                                     atomic.Int64 // time senders spent in requests
 
 	mu        sync.Mutex
@@ -90,6 +106,8 @@ func newQueue(cfg Config, log *slog.Logger) *queue {
 		parts:        make([]partition, cfg.MaxShards),
 		wake:         make([]chan struct{}, cfg.MaxShards),
 		reshardEvery: DefaultReshardInterval,
+		lagging:      map[string]*lagEntry{},
+		bfWake:       make(chan struct{}, 1),
 	}
 	// The partitions share queue_capacity, so it bounds the memory
 	// whatever the shard count.
@@ -107,17 +125,33 @@ func newQueue(cfg Config, log *slog.Logger) *queue {
 }
 
 // push appends one tick's samples at once, so a sender never sees half a
-// tick; hs[i] is the hash of ss[i]'s series. When the queue is full, each
-// new sample drops the oldest of its partition (of the fullest one if its
-// own is empty): after an outage the newest data is worth more than the
+// tick; hs[i] is the hash of ss[i]'s series. With a backfill source, a
+// sample that does not fit makes its series fall behind (lagEntry) and the
+// samples of a series behind are not queued: the backfill reads them from
+// the store later, in order. Without one, when the queue is full each new
+// sample drops the oldest of its partition (of the fullest one if its own
+// is empty): after an outage the newest data is worth more than the
 // oldest.
 func (q *queue) push(ss []sample, hs []uint64) {
 	var sums [MaxShardsLimit]int
 	np := uint64(len(q.parts))
-	dropped := 0
+	dropped, deferred := 0, 0
+	lag := q.source != nil
 	q.mu.Lock()
 	for i, s := range ss {
 		p := &q.parts[hs[i]%np]
+		if lag && len(q.lagging) > 0 {
+			if e := q.lagging[labelKey(s.labels)]; e != nil {
+				e.pushes++
+				deferred++
+				continue
+			}
+		}
+		if lag && len(q.lagging) < maxLagging && (q.queued >= q.cfg.QueueCapacity || p.n == len(p.ring) && !q.grow(p)) {
+			q.lagging[labelKey(s.labels)] = &lagEntry{labels: s.labels, hash: hs[i], from: s.t, pushes: 1}
+			deferred++
+			continue
+		}
 		if q.queued >= q.cfg.QueueCapacity {
 			v := p
 			if v.n == 0 {
@@ -134,8 +168,7 @@ func (q *queue) push(ss []sample, hs []uint64) {
 			q.queued--
 			dropped++
 		}
-		p.ring[(p.head+p.n)%len(p.ring)] = s
-		p.n++
+		p.put(s)
 		q.queued++
 	}
 	n := int(q.shards.Load())
@@ -143,15 +176,24 @@ func (q *queue) push(ss []sample, hs []uint64) {
 		sums[i%n] += q.parts[i].n
 	}
 	q.mu.Unlock()
-	q.stats.enqueued.Add(uint64(len(ss)))
+	q.stats.enqueued.Add(uint64(len(ss) - deferred))
 	if dropped > 0 {
 		q.stats.droppedFull.Add(uint64(dropped))
+	}
+	if deferred > 0 {
+		q.stats.deferred.Add(uint64(deferred))
 	}
 	for i := range n {
 		if sums[i] >= q.cfg.MaxSamplesPerSend {
 			q.signal(i)
 		}
 	}
+}
+
+// put appends s to p, which has room.
+func (p *partition) put(s sample) {
+	p.ring[(p.head+p.n)%len(p.ring)] = s
+	p.n++
 }
 
 // fullestPart returns the partition holding most samples.
@@ -252,8 +294,12 @@ func (q *queue) run(ctx context.Context) {
 		wg.Go(func() { senders[i].run(ctx) })
 	}
 	wg.Go(func() { q.reshardLoop(ctx) })
+	if q.source != nil {
+		wg.Go(func() { q.backfillLoop(ctx) })
+	}
 	wg.Wait()
 	q.flush(senders)
+	q.keepPending()
 }
 
 func (s *sender) run(ctx context.Context) {
@@ -273,6 +319,9 @@ func (s *sender) run(ctx context.Context) {
 			}
 			s.send(ctx, b, true)
 			s.release()
+			if s.q.source != nil {
+				s.q.wakeBackfill() // room for series behind
+			}
 		}
 	}
 }
@@ -343,7 +392,7 @@ func (q *queue) flush(senders []*sender) {
 					return
 				}
 				if ctx.Err() != nil {
-					q.stats.droppedShutdown.Add(uint64(len(b)))
+					q.unsent(b)
 				} else {
 					s.send(ctx, b, false)
 				}
@@ -382,12 +431,12 @@ func (s *sender) send(ctx context.Context, b []sample, retry bool) {
 		}
 		q.fail(err)
 		if !retry || ctx.Err() != nil {
-			q.stats.droppedShutdown.Add(uint64(len(b)))
+			q.unsent(b)
 			return
 		}
 		select {
 		case <-ctx.Done():
-			q.stats.droppedShutdown.Add(uint64(len(b)))
+			q.unsent(b)
 			return
 		case <-time.After(backoff):
 		}
@@ -443,25 +492,33 @@ func (q *queue) post(ctx context.Context, body []byte) error {
 // DestinationStatus is the state of one destination, as served by the
 // status endpoint.
 type DestinationStatus struct {
-	Name            string    `json:"name"`
-	URL             string    `json:"url"`
-	Shards          int       `json:"shards"`
-	MinShards       int       `json:"min_shards"`
-	MaxShards       int       `json:"max_shards"`
-	Reshards        uint64    `json:"reshards"`
-	QueueLength     int       `json:"queue_length"`
-	QueueCapacity   int       `json:"queue_capacity"`
-	Enqueued        uint64    `json:"samples_enqueued"`
-	Sent            uint64    `json:"samples_sent"`
-	DroppedFull     uint64    `json:"samples_dropped_queue_full"`
-	DroppedRejected uint64    `json:"samples_dropped_rejected"`
-	DroppedShutdown uint64    `json:"samples_dropped_shutdown"`
-	Requests        uint64    `json:"requests"`
-	FailedRequests  uint64    `json:"failed_requests"`
-	Retries         uint64    `json:"retries"`
-	LastError       string    `json:"last_error,omitempty"`
-	LastErrorTime   time.Time `json:"last_error_time,omitzero"`
-	LastSend        time.Time `json:"last_send_time,omitzero"`
+	Name            string `json:"name"`
+	URL             string `json:"url"`
+	Shards          int    `json:"shards"`
+	MinShards       int    `json:"min_shards"`
+	MaxShards       int    `json:"max_shards"`
+	Reshards        uint64 `json:"reshards"`
+	QueueLength     int    `json:"queue_length"`
+	QueueCapacity   int    `json:"queue_capacity"`
+	Enqueued        uint64 `json:"samples_enqueued"`
+	Sent            uint64 `json:"samples_sent"`
+	DroppedFull     uint64 `json:"samples_dropped_queue_full"`
+	DroppedRejected uint64 `json:"samples_dropped_rejected"`
+	DroppedShutdown uint64 `json:"samples_dropped_shutdown"`
+	Requests        uint64 `json:"requests"`
+	FailedRequests  uint64 `json:"failed_requests"`
+	Retries         uint64 `json:"retries"`
+	// The backfill (backfill.go): samples not queued but left in the store
+	// to be read back, samples read back and queued, the series behind
+	// now, and failed reads of the store.
+	Backfill       bool      `json:"backfill"`
+	Deferred       uint64    `json:"samples_deferred"`
+	Backfilled     uint64    `json:"samples_backfilled"`
+	BackfillSeries int       `json:"backfill_series"`
+	BackfillErrors uint64    `json:"backfill_errors"`
+	LastError      string    `json:"last_error,omitempty"`
+	LastErrorTime  time.Time `json:"last_error_time,omitzero"`
+	LastSend       time.Time `json:"last_send_time,omitzero"`
 }
 
 func (q *queue) status() DestinationStatus {
@@ -474,6 +531,10 @@ func (q *queue) status() DestinationStatus {
 		DroppedRejected: s.droppedRejected.Load(), DroppedShutdown: s.droppedShutdown.Load(),
 		Requests: s.requests.Load(), FailedRequests: s.failedRequests.Load(), Retries: s.retries.Load(),
 	}
+	st.Backfill, st.Deferred, st.Backfilled, st.BackfillErrors = q.source != nil, s.deferred.Load(), s.backfilled.Load(), s.backfillErrors.Load()
+	q.mu.Lock()
+	st.BackfillSeries = len(q.lagging)
+	q.mu.Unlock()
 	s.mu.Lock()
 	st.LastError, st.LastErrorTime, st.LastSend = s.lastErr, s.lastErrAt, s.lastSend
 	s.mu.Unlock()

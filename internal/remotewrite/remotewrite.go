@@ -109,6 +109,7 @@ func New(dests []Config, log *slog.Logger) (*Writer, error) {
 			q.cfg.Name = fmt.Sprintf("%s#%d", dests[i].withDefaults().Name, k)
 		}
 		q.log = log.With("destination", q.cfg.Name)
+		q.seed = w.seed
 		w.queues = append(w.queues, q)
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -151,6 +151,11 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.store = st
+	// What does not fit a destination's queue is read back from the store
+	// (docs/remotewrite.md#backfill).
+	if err := s.rwOut.Backfill(st, filepath.Join(cfg.Data, "remote_write")); err != nil {
+		return nil, errors.Join(err, s.Close())
+	}
 	s.registerMetrics()
 	st.LimitSeries(store.SeriesLimits{PerNode: cfg.MaxSeriesPerNode, PerRemoteSender: cfg.MaxSeriesPerRemoteSender,
 		MaxHeadSeries: cfg.MaxHeadSeries, Registerer: s.reg})
