@@ -18,7 +18,8 @@
 # VICTORIA_METRICS (/usr/bin/victoria-metrics), REMOTE_WRITE=0 runs the
 # server without remote write (VictoriaMetrics then idles), MIN_SHARDS (1)
 # and MAX_SHARDS (8) bound remote write's concurrent senders, KEEP=1 keeps
-# the directory.
+# the directory, DRAIN=1 stops the simulators after the window and waits
+# until remote write has sent everything (backfill included).
 set -euo pipefail
 
 NODES=${NODES:-1000}
@@ -181,4 +182,33 @@ printf '%-10s %10s %12s %14s %12s %10s\n' vm 1 "$(core vm_cpu)" "$(rate vm_rows)
 echo "remote write: dropped in the window $((${s1[rw_dropped]} - ${s0[rw_dropped]}))"
 echo "remote write: dropped samples $(echo "$dropped" | cut -d' ' -f1), queue length at the end $(echo "$dropped" | cut -d' ' -f2), shards at the end $(echo "$dropped" | cut -d' ' -f3) after $(echo "$dropped" | cut -d' ' -f4) reshards"
 echo "server data directory: $(du -sm "$dir/server" | cut -f1) MiB, VictoriaMetrics: $(du -sm "$dir/vm" | cut -f1) MiB (after $(echo "$WARMUP + $WINDOW" | bc) s)"
+echo "$rw" | python3 -c '
+import json, sys
+for d in json.load(sys.stdin)["data"]["destinations"]:
+    if d.get("backfill"):
+        print("remote write backfill: %d samples deferred to the store, %d read back, %d series behind at the end of the window" % (d["samples_deferred"], d["samples_backfilled"], d["backfill_series"]))'
 echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# DRAIN=1: stop the simulators and wait (at most 300 s) until every
+# destination has sent everything: no sample queued and no series behind.
+if [ "${DRAIN:-0}" = 1 ] && [ "${REMOTE_WRITE:-1}" = 1 ]; then
+	for p in "${sim_pids[@]}"; do kill -INT "$p" 2>/dev/null || true; done
+	d0=$(date +%s.%N)
+	for _ in $(seq 600); do
+		left=$(curl -sf --max-time 5 "$srv/api/v1/status/remote_write" | python3 -c '
+import json, sys
+ds = json.load(sys.stdin)["data"]["destinations"]
+print(sum(d["queue_length"] + d.get("backfill_series", 0) for d in ds))')
+		[ "$left" = 0 ] && break
+		sleep 0.5
+	done
+	sleep 2 # the server's own series keep coming; let one more batch go
+	rw=$(curl -sf "$srv/api/v1/status/remote_write")
+	echo "$rw" | python3 -c '
+import json, sys
+for d in json.load(sys.stdin)["data"]["destinations"]:
+    print("drain: %s sent %d of %d enqueued; dropped %d (queue full) %d (rejected); deferred %d, read back %d, series behind %d" % (
+        d["name"], d["samples_sent"], d["samples_enqueued"], d["samples_dropped_queue_full"], d["samples_dropped_rejected"],
+        d.get("samples_deferred", 0), d.get("samples_backfilled", 0), d.get("backfill_series", 0)))'
+	echo "drain: $(echo "$(date +%s.%N) - $d0" | bc | cut -c1-6) s after the simulators stopped; VictoriaMetrics rows inserted $(metric "$vm" vm_rows_inserted_total 'type="promremotewrite"')"
+fi

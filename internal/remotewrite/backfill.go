@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+	"slices"
+	"strings"
 	"time"
 	"unsafe"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
+	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 )
 
@@ -32,10 +35,15 @@ const maxLagging = 1 << 20
 // the queue up to backfillFill of its capacity, so live samples of the
 // series that kept up find room; rounds follow each other while there is
 // work and room, else one every backfillEvery.
+// A round also reads at most backfillSamples, so that queueing them holds
+// the queue's lock, which the ingest path takes too, for a millisecond or
+// two, not for a whole half queue.
 const (
-	backfillSeries = 2000
-	backfillFill   = 0.5
-	backfillEvery  = 200 * time.Millisecond
+	backfillSeries  = 2000
+	backfillSamples = 1 << 16
+	backfillFill    = 0.5
+	backfillEvery   = 200 * time.Millisecond
+	backfillPause   = 3 // a round's time × this between rounds
 )
 
 // lagEntry is one series behind.
@@ -49,7 +57,16 @@ type lagEntry struct {
 	// read means a sample may have been stored after the read: the series
 	// stays behind for another round.
 	pushes uint64
+	// caughtUp: the backfill read it to its newest stored sample, and
+	// samples from from on are live again. The entry stays until the
+	// series' next push, which it drops if older than from (stored before
+	// the read, pushed after it), or until swept (caughtUpKeep).
+	caughtUp bool
 }
+
+// caughtUpKeep is how long a caught-up entry waits for its series' next
+// push before it is swept.
+const caughtUpKeep = 5 * time.Second
 
 // labelKey is the map key of an encoded label set, which is never
 // modified once built (sample.labels), without a copy.
@@ -76,6 +93,11 @@ func (q *queue) deferLocked(b []sample) (lost int) {
 	for _, s := range b {
 		k := labelKey(s.labels)
 		if e := q.lagging[k]; e != nil {
+			if e.caughtUp {
+				e.caughtUp = false
+				q.behind++
+				q.fresh = append(q.fresh, e)
+			}
 			e.from = min(e.from, s.t)
 			e.pushes++
 			continue
@@ -84,7 +106,10 @@ func (q *queue) deferLocked(b []sample) (lost int) {
 			lost++
 			continue
 		}
-		q.lagging[k] = &lagEntry{labels: s.labels, hash: maphash.Bytes(q.seed, s.labels), from: s.t, pushes: 1}
+		e := &lagEntry{labels: s.labels, hash: maphash.Bytes(q.seed, s.labels), from: s.t, pushes: 1}
+		q.lagging[k] = e
+		q.behind++
+		q.fresh = append(q.fresh, e)
 	}
 	return lost
 }
@@ -160,6 +185,7 @@ func (q *queue) backfillLoop(ctx context.Context) {
 		case <-q.bfWake:
 		}
 		for ctx.Err() == nil {
+			start := time.Now()
 			progress, err := q.backfillRound(ctx, &b)
 			if err != nil {
 				q.stats.backfillErrors.Add(1)
@@ -168,6 +194,13 @@ func (q *queue) backfillLoop(ctx context.Context) {
 			}
 			if !progress {
 				break
+			}
+			// A quarter of a core at most: reading the store must leave
+			// the ingest path the CPU it needs on a busy server.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backfillPause * time.Since(start)):
 			}
 		}
 	}
@@ -182,16 +215,41 @@ func (q *queue) wakeBackfill() {
 
 // backfiller is one backfill loop's reused buffers.
 type backfiller struct {
-	items []bfItem
-	out   []sample
-	hs    []uint64
-	it    chunkenc.Iterator
+	items  []bfItem
+	out    []sample
+	hs     []uint64
+	it     chunkenc.Iterator
+	byKey  map[string]int   // items by encoded label set
+	groups map[string][]int // items by job and instance
+	order  []string         // groups' keys, in the order found
+	ms     []*labels.Matcher
+	lbuf   []byte
+	pass   []passEntry // series behind in node order; e nil once caught up
+	pos    int         // pass[pos:] are still to read in this pass
+	spare  []*lagEntry // q.fresh's next backing array
+	caught []caughtRef // entries caught up, oldest first, for the sweep
+}
+
+// caughtRef is an entry the backfill marked caught up, and when.
+type caughtRef struct {
+	key string
+	e   *lagEntry
+	at  time.Time
+}
+
+// passEntry is a series behind in a pass, with its job and instance.
+type passEntry struct {
+	key  string
+	e    *lagEntry
+	node string
 }
 
 // bfItem is a series a round reads: its entry as the round found it.
 type bfItem struct {
 	e        *lagEntry
 	key      string
+	pass     int // its index in the pass
+	lset     labels.Labels
 	from     int64
 	pushes   uint64
 	last     int64 // newest sample read
@@ -204,21 +262,78 @@ type bfItem struct {
 // anything.
 func (q *queue) backfillRound(ctx context.Context, b *backfiller) (bool, error) {
 	q.mu.Lock()
-	room := int(float64(q.cfg.QueueCapacity)*backfillFill) - q.queued
-	if len(q.lagging) == 0 || room <= 0 {
+	room := min(int(float64(q.cfg.QueueCapacity)*backfillFill)-q.queued, backfillSamples)
+	b.sweepLocked(q)
+	if q.behind == 0 || room <= 0 {
 		q.mu.Unlock()
 		return false, nil
 	}
+	if b.pos >= len(b.pass) {
+		// A new pass: the series still behind after the last one and those
+		// that fell behind since, in node order, so a round's series share
+		// nodes (below). Nothing here walks the whole map under the lock
+		// the ingest path takes.
+		fresh := q.fresh
+		q.fresh = b.spare[:0]
+		q.mu.Unlock()
+		kept := b.pass[:0]
+		for _, p := range b.pass {
+			if p.e != nil {
+				kept = append(kept, p)
+			}
+		}
+		for _, e := range fresh {
+			kept = append(kept, passEntry{key: labelKey(e.labels), e: e,
+				node: labelValue(e.labels, "job") + "\xff" + labelValue(e.labels, "instance")})
+		}
+		clear(fresh)
+		b.spare = fresh[:0]
+		slices.SortFunc(kept, func(x, y passEntry) int { return strings.Compare(x.node, y.node) })
+		b.pass, b.pos = kept, 0
+		q.mu.Lock()
+	}
 	b.items = b.items[:0]
 	minFrom := int64(math.MaxInt64)
-	for k, e := range q.lagging { // map order: no series waits forever
-		b.items = append(b.items, bfItem{e: e, key: k, from: e.from, pushes: e.pushes, last: e.from - 1})
-		minFrom = min(minFrom, e.from)
-		if len(b.items) == backfillSeries {
-			break
+	for ; b.pos < len(b.pass) && len(b.items) < backfillSeries; b.pos++ {
+		p := &b.pass[b.pos]
+		if e := q.lagging[p.key]; e != p.e || e.caughtUp { // never: only the backfill ends an entry behind
+			p.e = nil
+			continue
 		}
+		b.items = append(b.items, bfItem{e: p.e, key: p.key, pass: b.pos, from: p.e.from, pushes: p.e.pushes, last: p.e.from - 1})
+		minFrom = min(minFrom, p.e.from)
 	}
 	q.mu.Unlock()
+	if len(b.items) == 0 {
+		return b.pos < len(b.pass), nil
+	}
+
+	// A node's series are read with one Select of its job and instance
+	// (the tree's series all have them) instead of one per series: a
+	// Select costs about as much as reading a minute of its series.
+	if b.byKey == nil {
+		b.byKey, b.groups = map[string]int{}, map[string][]int{}
+	}
+	clear(b.byKey)
+	for k, v := range b.groups {
+		b.groups[k] = v[:0]
+	}
+	b.order = b.order[:0]
+	for i := range b.items {
+		it := &b.items[i]
+		lset, err := decodeLabelSet(it.e.labels)
+		if err != nil { // never: the writer encoded it
+			it.complete = true
+			continue
+		}
+		it.lset = lset
+		b.byKey[it.key] = i
+		g := lset.Get("job") + "\xff" + lset.Get("instance")
+		if len(b.groups[g]) == 0 {
+			b.order = append(b.order, g)
+		}
+		b.groups[g] = append(b.groups[g], i)
+	}
 
 	qr, err := q.source.Querier(minFrom, math.MaxInt64)
 	if err != nil {
@@ -226,52 +341,45 @@ func (q *queue) backfillRound(ctx context.Context, b *backfiller) (bool, error) 
 	}
 	defer qr.Close()
 	b.out, b.hs = b.out[:0], b.hs[:0]
-	var ms []*labels.Matcher
-	for i := range b.items {
-		it := &b.items[i]
+	for _, g := range b.order {
 		if len(b.out) >= room {
 			break
 		}
-		lset, err := decodeLabelSet(it.e.labels)
-		if err != nil { // never: the writer encoded it
-			it.complete = true
+		idx := b.groups[g]
+		first := &b.items[idx[0]]
+		b.ms = b.ms[:0]
+		if inst := first.lset.Get("instance"); inst != "" && len(idx) > 1 {
+			b.ms = append(b.ms, labels.MustNewMatcher(labels.MatchEqual, "job", first.lset.Get("job")),
+				labels.MustNewMatcher(labels.MatchEqual, "instance", inst))
+		} else {
+			for _, i := range idx {
+				if err := q.readSeries(ctx, qr, b, &b.items[i], room); err != nil {
+					return false, err
+				}
+			}
 			continue
 		}
-		ms = ms[:0]
-		lset.Range(func(l labels.Label) { ms = append(ms, labels.MustNewMatcher(labels.MatchEqual, l.Name, l.Value)) })
-		ss := qr.Select(ctx, false, nil, ms...)
-		it.complete = true
-		for ss.Next() {
+		ss := qr.Select(ctx, false, nil, b.ms...)
+		full := false
+		for ss.Next() && !full {
 			s := ss.At()
-			if !labels.Equal(s.Labels(), lset) {
-				continue // a series with more labels
+			b.lbuf = appendLabelSet(b.lbuf[:0], s.Labels())
+			i, ok := b.byKey[string(b.lbuf)]
+			if !ok {
+				continue
 			}
-			b.it = s.Iterator(b.it)
-			for vt := b.it.Seek(it.from); vt != chunkenc.ValNone; vt = b.it.Next() {
-				if vt != chunkenc.ValFloat {
-					continue // the tree sends no histograms
-				}
-				if len(b.out) >= room {
-					it.complete = false
-					break
-				}
-				t, v := b.it.At()
-				if t < it.from {
-					continue
-				}
-				it.last = t
-				if value.IsStaleNaN(v) {
-					continue // gaps' markers stay the store's (tap.Gap)
-				}
-				b.out = append(b.out, sample{labels: it.e.labels, t: t, v: v})
-				b.hs = append(b.hs, it.e.hash)
-			}
-			if err := b.it.Err(); err != nil {
+			full, err = q.readInto(b, &b.items[i], s, room)
+			if err != nil {
 				return false, err
 			}
 		}
 		if err := ss.Err(); err != nil {
 			return false, err
+		}
+		if !full {
+			for _, i := range idx {
+				b.items[i].complete = true // read whole, or none stored
+			}
 		}
 	}
 	if len(b.out) > 0 {
@@ -279,6 +387,7 @@ func (q *queue) backfillRound(ctx context.Context, b *backfiller) (bool, error) 
 	}
 	clear(b.out) // let go of label sets
 	freed := 0
+	now := time.Now()
 	q.mu.Lock()
 	for i := range b.items {
 		it := &b.items[i]
@@ -289,13 +398,118 @@ func (q *queue) backfillRound(ctx context.Context, b *backfiller) (bool, error) 
 		// store takes a series' samples in order: with no push since the
 		// round began, the read saw all of them.
 		if it.complete && it.e.pushes == it.pushes {
-			delete(q.lagging, it.key)
+			it.e.caughtUp = true
+			q.behind--
 			freed++
+			b.pass[it.pass].e = nil
+			b.caught = append(b.caught, caughtRef{key: it.key, e: it.e, at: now})
 		}
-		it.e = nil
+		it.e, it.lset = nil, labels.EmptyLabels()
 	}
 	q.mu.Unlock()
 	return len(b.out) > 0 || freed > 0, nil
+}
+
+// sweepLocked deletes the caught-up entries whose series did not push
+// within caughtUpKeep (ended, or a rare sender), oldest first.
+func (b *backfiller) sweepLocked(q *queue) {
+	now := time.Now()
+	n := 0
+	for ; n < len(b.caught) && now.Sub(b.caught[n].at) > caughtUpKeep; n++ {
+		c := b.caught[n]
+		if e := q.lagging[c.key]; e == c.e && e.caughtUp {
+			delete(q.lagging, c.key)
+		}
+	}
+	if n > 0 {
+		clear(b.caught[:n])
+		b.caught = append(b.caught[:0], b.caught[n:]...)
+	}
+}
+
+// readSeries reads one series by its whole label set.
+func (q *queue) readSeries(ctx context.Context, qr storage.Querier, b *backfiller, it *bfItem, room int) error {
+	if len(b.out) >= room {
+		return nil
+	}
+	b.ms = b.ms[:0]
+	it.lset.Range(func(l labels.Label) { b.ms = append(b.ms, labels.MustNewMatcher(labels.MatchEqual, l.Name, l.Value)) })
+	ss := qr.Select(ctx, false, nil, b.ms...)
+	full := false
+	for ss.Next() && !full {
+		s := ss.At()
+		if !labels.Equal(s.Labels(), it.lset) {
+			continue // a series with more labels
+		}
+		var err error
+		if full, err = q.readInto(b, it, s, room); err != nil {
+			return err
+		}
+	}
+	if err := ss.Err(); err != nil {
+		return err
+	}
+	it.complete = !full
+	return nil
+}
+
+// readInto appends it's samples from it.from on to b.out, up to room in
+// all; full reports that room ran out before the series' end.
+func (q *queue) readInto(b *backfiller, it *bfItem, s storage.Series, room int) (full bool, err error) {
+	b.it = s.Iterator(b.it)
+	for vt := b.it.Seek(it.from); vt != chunkenc.ValNone; vt = b.it.Next() {
+		if vt != chunkenc.ValFloat {
+			continue // the tree sends no histograms
+		}
+		if len(b.out) >= room {
+			return true, b.it.Err()
+		}
+		t, v := b.it.At()
+		if t < it.from {
+			continue
+		}
+		it.last = t
+		if value.IsStaleNaN(v) {
+			continue // gaps' markers stay the store's (tap.Gap)
+		}
+		b.out = append(b.out, sample{labels: it.e.labels, t: t, v: v})
+		b.hs = append(b.hs, it.e.hash)
+	}
+	return false, b.it.Err()
+}
+
+// labelValue returns the value of the label name in an encoded label set
+// ("" if absent or malformed), without decoding the others.
+func labelValue(b []byte, name string) string {
+	for len(b) > 0 && b[0] == tagLabel {
+		n, k := binary.Uvarint(b[1:])
+		if k <= 0 || n > uint64(len(b)-1-k) {
+			return ""
+		}
+		l := b[1+k : 1+k+int(n)]
+		b = b[1+k+int(n):]
+		ln, rest, ok := fieldBytes(l, tagLabelName)
+		if ok && string(ln) == name {
+			v, _, ok := fieldBytes(rest, tagLabelValue)
+			if !ok {
+				return ""
+			}
+			return string(v)
+		}
+	}
+	return ""
+}
+
+// fieldBytes is field without the copy.
+func fieldBytes(b []byte, tag byte) ([]byte, []byte, bool) {
+	if len(b) == 0 || b[0] != tag {
+		return nil, nil, false
+	}
+	n, k := binary.Uvarint(b[1:])
+	if k <= 0 || n > uint64(len(b)-1-k) {
+		return nil, nil, false
+	}
+	return b[1+k : 1+k+int(n)], b[1+k+int(n):], true
 }
 
 // decodeLabelSet parses a label set as appendLabel encodes it.
@@ -333,9 +547,9 @@ func field(b []byte, tag byte) (string, []byte, error) {
 	if len(b) == 0 || b[0] != tag {
 		return "", nil, fmt.Errorf("label set: missing field %#x", tag)
 	}
-	n, k := binary.Uvarint(b[1:])
-	if k <= 0 || n > uint64(len(b)-1-k) {
+	v, rest, ok := fieldBytes(b, tag)
+	if !ok {
 		return "", nil, errors.New("label set: bad field length")
 	}
-	return string(b[1+k : 1+k+int(n)]), b[1+k+int(n):], nil
+	return string(v), rest, nil
 }

@@ -91,9 +91,12 @@ func (q *queue) loadPending() (int, error) {
 			o.from = min(o.from, e.from)
 			continue
 		}
-		q.lagging[k] = &lagEntry{labels: e.labels, hash: maphash.Bytes(q.seed, e.labels), from: e.from}
+		le := &lagEntry{labels: e.labels, hash: maphash.Bytes(q.seed, e.labels), from: e.from}
+		q.lagging[k] = le
+		q.behind++
+		q.fresh = append(q.fresh, le)
 	}
-	n := len(q.lagging)
+	n := q.behind
 	q.mu.Unlock()
 	// Removed once in memory: a crash before the next stop must not make
 	// the next start send them twice.
@@ -162,6 +165,11 @@ func (q *queue) keepPending() {
 	q.drainUnsent()
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	for k, e := range q.lagging {
+		if e.caughtUp {
+			delete(q.lagging, k)
+		}
+	}
 	if len(q.lagging) == 0 {
 		return
 	}

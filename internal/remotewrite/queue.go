@@ -49,6 +49,8 @@ type queue struct {
 	// encoded label set: their samples are not queued but read back from
 	// source, in order, by the backfill.
 	lagging map[string]*lagEntry
+	behind  int         // entries of lagging not caught up
+	fresh   []*lagEntry // entries behind since the backfill's last pass
 	// pendingPath is where the lagging series are kept across a restart
 	// (empty: not kept).
 	pendingPath string
@@ -135,20 +137,33 @@ func newQueue(cfg Config, log *slog.Logger) *queue {
 func (q *queue) push(ss []sample, hs []uint64) {
 	var sums [MaxShardsLimit]int
 	np := uint64(len(q.parts))
-	dropped, deferred := 0, 0
+	dropped, deferred, resent := 0, 0, 0
 	lag := q.source != nil
 	q.mu.Lock()
 	for i, s := range ss {
 		p := &q.parts[hs[i]%np]
 		if lag && len(q.lagging) > 0 {
 			if e := q.lagging[labelKey(s.labels)]; e != nil {
-				e.pushes++
-				deferred++
-				continue
+				if !e.caughtUp {
+					e.pushes++
+					deferred++
+					continue
+				}
+				// Its first sample since the backfill caught up: one
+				// stored before the last read but pushed after it was
+				// sent already.
+				delete(q.lagging, labelKey(s.labels))
+				if s.t < e.from {
+					resent++
+					continue
+				}
 			}
 		}
 		if lag && len(q.lagging) < maxLagging && (q.queued >= q.cfg.QueueCapacity || p.n == len(p.ring) && !q.grow(p)) {
-			q.lagging[labelKey(s.labels)] = &lagEntry{labels: s.labels, hash: hs[i], from: s.t, pushes: 1}
+			e := &lagEntry{labels: s.labels, hash: hs[i], from: s.t, pushes: 1}
+			q.lagging[labelKey(s.labels)] = e
+			q.behind++
+			q.fresh = append(q.fresh, e)
 			deferred++
 			continue
 		}
@@ -176,7 +191,7 @@ func (q *queue) push(ss []sample, hs []uint64) {
 		sums[i%n] += q.parts[i].n
 	}
 	q.mu.Unlock()
-	q.stats.enqueued.Add(uint64(len(ss) - deferred))
+	q.stats.enqueued.Add(uint64(len(ss) - deferred - resent))
 	if dropped > 0 {
 		q.stats.droppedFull.Add(uint64(dropped))
 	}
@@ -533,7 +548,7 @@ func (q *queue) status() DestinationStatus {
 	}
 	st.Backfill, st.Deferred, st.Backfilled, st.BackfillErrors = q.source != nil, s.deferred.Load(), s.backfilled.Load(), s.backfillErrors.Load()
 	q.mu.Lock()
-	st.BackfillSeries = len(q.lagging)
+	st.BackfillSeries = q.behind
 	q.mu.Unlock()
 	s.mu.Lock()
 	st.LastError, st.LastErrorTime, st.LastSend = s.lastErr, s.lastErrAt, s.lastSend

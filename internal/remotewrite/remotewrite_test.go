@@ -353,5 +353,6 @@ func (q *queue) drain() []sample {
 		clear(p.ring)
 		p.head, p.n = 0, 0
 	}
+	q.queued = 0
 	return out
 }
