@@ -68,6 +68,40 @@ type lagEntry struct {
 // push before it is swept.
 const caughtUpKeep = 5 * time.Second
 
+// What lagPushLocked did with a sample.
+const (
+	pushQueue    = iota // queue it as usual (dropping the oldest if it must)
+	pushDeferred        // not queued: its series is behind
+	pushResent          // not queued: the backfill sent it already
+)
+
+// lagPushLocked is push's path for a sample when series are behind or the
+// queue or p is full: the series behind keep theirs in the store, and a
+// sample that does not fit makes its series fall behind.
+func (q *queue) lagPushLocked(s sample, h uint64, p *partition) int {
+	k := labelKey(s.labels)
+	if e := q.lagging[k]; e != nil {
+		if !e.caughtUp {
+			e.pushes++
+			return pushDeferred
+		}
+		// Its first sample since the backfill caught up: one stored
+		// before the last read but pushed after it was sent already.
+		delete(q.lagging, k)
+		if s.t < e.from {
+			return pushResent
+		}
+	}
+	if len(q.lagging) < maxLagging && (q.queued >= q.cfg.QueueCapacity || p.n == len(p.ring) && !q.grow(p)) {
+		e := &lagEntry{labels: s.labels, hash: h, from: s.t, pushes: 1}
+		q.lagging[k] = e
+		q.behind++
+		q.fresh = append(q.fresh, e)
+		return pushDeferred
+	}
+	return pushQueue
+}
+
 // labelKey is the map key of an encoded label set, which is never
 // modified once built (sample.labels), without a copy.
 func labelKey(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

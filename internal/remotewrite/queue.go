@@ -142,30 +142,15 @@ func (q *queue) push(ss []sample, hs []uint64) {
 	q.mu.Lock()
 	for i, s := range ss {
 		p := &q.parts[hs[i]%np]
-		if lag && len(q.lagging) > 0 {
-			if e := q.lagging[labelKey(s.labels)]; e != nil {
-				if !e.caughtUp {
-					e.pushes++
-					deferred++
-					continue
-				}
-				// Its first sample since the backfill caught up: one
-				// stored before the last read but pushed after it was
-				// sent already.
-				delete(q.lagging, labelKey(s.labels))
-				if s.t < e.from {
-					resent++
-					continue
-				}
+		if lag && (len(q.lagging) > 0 || q.queued >= q.cfg.QueueCapacity || p.n == len(p.ring)) {
+			switch q.lagPushLocked(s, hs[i], p) {
+			case pushDeferred:
+				deferred++
+				continue
+			case pushResent:
+				resent++
+				continue
 			}
-		}
-		if lag && len(q.lagging) < maxLagging && (q.queued >= q.cfg.QueueCapacity || p.n == len(p.ring) && !q.grow(p)) {
-			e := &lagEntry{labels: s.labels, hash: hs[i], from: s.t, pushes: 1}
-			q.lagging[labelKey(s.labels)] = e
-			q.behind++
-			q.fresh = append(q.fresh, e)
-			deferred++
-			continue
 		}
 		if q.queued >= q.cfg.QueueCapacity {
 			v := p
