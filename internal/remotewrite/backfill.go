@@ -262,6 +262,7 @@ type backfiller struct {
 	pos    int         // pass[pos:] are still to read in this pass
 	spare  []*lagEntry // q.fresh's next backing array
 	caught []caughtRef // entries caught up, oldest first, for the sweep
+	behind bool        // series were behind at the last round (logChange)
 }
 
 // caughtRef is an entry the backfill marked caught up, and when.
@@ -298,8 +299,10 @@ func (q *queue) backfillRound(ctx context.Context, b *backfiller) (bool, error) 
 	q.mu.Lock()
 	room := min(int(float64(q.cfg.QueueCapacity)*backfillFill)-q.queued, backfillSamples)
 	b.sweepLocked(q)
-	if q.behind == 0 || room <= 0 {
+	behind := q.behind
+	if behind == 0 || room <= 0 {
 		q.mu.Unlock()
+		b.logChange(q, behind)
 		return false, nil
 	}
 	if b.pos >= len(b.pass) {
@@ -338,6 +341,7 @@ func (q *queue) backfillRound(ctx context.Context, b *backfiller) (bool, error) 
 		minFrom = min(minFrom, p.e.from)
 	}
 	q.mu.Unlock()
+	b.logChange(q, behind)
 	if len(b.items) == 0 {
 		return b.pos < len(b.pass), nil
 	}
@@ -442,6 +446,20 @@ func (q *queue) backfillRound(ctx context.Context, b *backfiller) (bool, error) 
 	}
 	q.mu.Unlock()
 	return len(b.out) > 0 || freed > 0, nil
+}
+
+// logChange logs when series start to fall behind and when all caught
+// up, not each round.
+func (b *backfiller) logChange(q *queue, behind int) {
+	switch {
+	case behind > 0 && !b.behind:
+		b.behind = true
+		q.log.Warn("remote write: series fell behind the queue; their samples wait in the store and are read back in order",
+			"series", behind, "queue_capacity", q.cfg.QueueCapacity)
+	case behind == 0 && b.behind:
+		b.behind = false
+		q.log.Info("remote write: caught up from the store", "samples_read_back", q.stats.backfilled.Load())
+	}
 }
 
 // sweepLocked deletes the caught-up entries whose series did not push

@@ -1,7 +1,8 @@
 // Package remotewrite sends what the server ingests from the tree on to
 // other systems with the Prometheus remote-write 1.0 protocol (snappy
-// compressed prompb.WriteRequest). Each destination has a bounded queue
-// that drops its oldest samples when full, split in partitions by series,
+// compressed prompb.WriteRequest). Each destination has a bounded queue;
+// what does not fit stays in the store and is read back later, in order
+// (backfill.go; without a store the oldest are dropped), split in partitions by series,
 // and min_shards to max_shards concurrent senders (shards, as in
 // Prometheus' queue manager) that batch, keep each series' samples in
 // order, and retry with exponential backoff on network errors, 5xx and
