@@ -181,18 +181,11 @@ func (q *queue) pushBackfill(ss []sample, hs []uint64) {
 		p.put(s)
 		q.queued++
 	}
-	n := int(q.shards.Load())
-	for i := range q.parts {
-		sums[i%n] += q.parts[i].n
-	}
+	n := q.loadsLocked(&sums)
 	q.mu.Unlock()
 	q.stats.enqueued.Add(uint64(len(ss)))
 	q.stats.backfilled.Add(uint64(len(ss)))
-	for i := range n {
-		if sums[i] > 0 {
-			q.signal(i)
-		}
-	}
+	q.wakeSenders(&sums, n, 1)
 }
 
 // growBeyond doubles p's ring outside the slot budget (pushBackfill's

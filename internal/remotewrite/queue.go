@@ -171,10 +171,7 @@ func (q *queue) push(ss []sample, hs []uint64) {
 		p.put(s)
 		q.queued++
 	}
-	n := int(q.shards.Load())
-	for i := range q.parts {
-		sums[i%n] += q.parts[i].n
-	}
+	n := q.loadsLocked(&sums)
 	q.mu.Unlock()
 	q.stats.enqueued.Add(uint64(len(ss) - deferred - resent))
 	if dropped > 0 {
@@ -183,8 +180,24 @@ func (q *queue) push(ss []sample, hs []uint64) {
 	if deferred > 0 {
 		q.stats.deferred.Add(uint64(deferred))
 	}
+	q.wakeSenders(&sums, n, q.cfg.MaxSamplesPerSend)
+}
+
+// loadsLocked sums the queued samples of each sending shard's partitions
+// into sums and returns the shard count.
+func (q *queue) loadsLocked(sums *[MaxShardsLimit]int) int {
+	n := int(q.shards.Load())
+	for i := range q.parts {
+		sums[i%n] += q.parts[i].n
+	}
+	return n
+}
+
+// wakeSenders wakes each of the n shards whose partitions hold at least
+// least samples.
+func (q *queue) wakeSenders(sums *[MaxShardsLimit]int, n, least int) {
 	for i := range n {
-		if sums[i] >= q.cfg.MaxSamplesPerSend {
+		if sums[i] >= least {
 			q.signal(i)
 		}
 	}
