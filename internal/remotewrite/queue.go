@@ -193,11 +193,11 @@ func (q *queue) loadsLocked(sums *[MaxShardsLimit]int) int {
 	return n
 }
 
-// wakeSenders wakes each of the n shards whose partitions hold at least
-// least samples.
-func (q *queue) wakeSenders(sums *[MaxShardsLimit]int, n, least int) {
+// wakeSenders wakes each of the n shards whose partitions hold atLeast
+// samples or more.
+func (q *queue) wakeSenders(sums *[MaxShardsLimit]int, n, atLeast int) {
 	for i := range n {
-		if sums[i] >= least {
+		if sums[i] >= atLeast {
 			q.signal(i)
 		}
 	}
