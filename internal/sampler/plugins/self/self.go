@@ -52,9 +52,6 @@ type Self struct {
 	stats    *sampler.Stats
 	statm    *kernfs.File
 	fds      *kernfs.Dir
-	// fdsBySize: the kernel reports the count as the size of
-	// /proc/self/fd (Linux 6.2), so no tick lists it; decided on the first.
-	fdsBySize, fdsChecked bool
 	pageSize float64
 	started  float64
 
@@ -62,6 +59,10 @@ type Self struct {
 	plugins                   []pluginSeries
 	// node_exporter's names for the same (cfg.ExporterNames).
 	pCPU, pRSS, pVirt, pFDs, pMaxFDs, pStart *metric.Desc
+
+	// fdsBySize: the kernel reports the count as the size of
+	// /proc/self/fd (Linux 6.2), so no tick lists it; decided on the first.
+	fdsBySize, fdsChecked bool
 }
 
 // pluginSeries are the descriptors of one scheduled plugin.
