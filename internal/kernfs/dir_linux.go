@@ -12,12 +12,9 @@ import (
 // List returns the directory's entries other than "." and "..".
 func (d *Dir) List() ([]DirEntry, error) {
 	if d.fd < 0 {
-		fd, err := syscall.Open(d.path, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
-		if err != nil {
-			return nil, fmt.Errorf("open %s: %w", d.path, err)
+		if err := d.open(); err != nil {
+			return nil, err
 		}
-		d.fd = fd
-		d.raw = d.NonBlocking && onProcFS(fd)
 	} else if err := d.rewind(); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("rewind %s: %w", d.path, err)
@@ -67,6 +64,39 @@ func (d *Dir) List() ([]DirEntry, error) {
 		d.ents = append(d.ents, DirEntry{Name: name, Type: typ})
 	}
 	return d.ents, nil
+}
+
+// Size returns the st_size fstat(2) reports for the directory, on the
+// descriptor List uses. For /proc/<pid>/fd it is the number of open
+// descriptors since Linux 6.2 (0 before): one syscall where a listing makes
+// procfs build an entry per descriptor.
+func (d *Dir) Size() (int64, error) {
+	if d.fd < 0 {
+		if err := d.open(); err != nil {
+			return 0, err
+		}
+	}
+	var st syscall.Stat_t
+	if !d.raw {
+		if err := syscall.Fstat(d.fd, &st); err != nil {
+			return 0, fmt.Errorf("stat %s: %w", d.path, err)
+		}
+		return st.Size, nil
+	}
+	if _, _, e := syscall.RawSyscall(syscall.SYS_FSTAT, uintptr(d.fd), uintptr(unsafe.Pointer(&st)), 0); e != 0 {
+		return 0, fmt.Errorf("stat %s: %w", d.path, e)
+	}
+	return st.Size, nil
+}
+
+func (d *Dir) open() error {
+	fd, err := syscall.Open(d.path, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", d.path, err)
+	}
+	d.fd = fd
+	d.raw = d.NonBlocking && onProcFS(fd)
+	return nil
 }
 
 // Close releases the descriptor; a later List opens the directory again.

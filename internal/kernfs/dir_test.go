@@ -112,3 +112,41 @@ func TestNonBlockingDirRawOnProcFS(t *testing.T) {
 		t.Errorf("fixture dir: %v, raw %v", got, fx.raw)
 	}
 }
+
+// TestDirSizeCountsProcFDs: where the kernel reports /proc/self/fd's size
+// (Linux 6.2 and later), it is the number of entries a listing finds, and
+// follows a descriptor opened and closed.
+func TestDirSizeCountsProcFDs(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("procfs is Linux")
+	}
+	d := NewDir("/proc/self/fd")
+	d.NonBlocking = true
+	defer d.Close()
+	size := func() int64 {
+		t.Helper()
+		n, err := d.Size()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if size() == 0 {
+		t.Skip("this kernel reports no size for /proc/self/fd (before 6.2)")
+	}
+	if got, want := size(), int64(len(listNames(t, d))); got != want || !d.raw {
+		t.Errorf("size %d, listing %d entries (raw %v)", got, want, d.raw)
+	}
+	before := size()
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := size(); got != before+1 {
+		t.Errorf("after opening a file: size %d, want %d", got, before+1)
+	}
+	f.Close()
+	if got := size(); got != before {
+		t.Errorf("after closing it: size %d, want %d", got, before)
+	}
+}

@@ -361,6 +361,7 @@ func (c *Client) stream(ctx context.Context, conn net.Conn, fr *FrameReader, ses
 	}()
 	keep := time.NewTimer(c.o.KeepAlive)
 	defer keep.Stop()
+	w := newRawWriter(conn)
 	var wbuf, sealed []byte
 	var written uint64
 	for {
@@ -384,7 +385,7 @@ func (c *Client) stream(ctx context.Context, conn net.Conn, fr *FrameReader, ses
 			out = sealed
 		}
 		_ = conn.SetWriteDeadline(time.Now().Add(c.o.WriteTimeout))
-		n, err := writeAll(conn, out)
+		n, err := w.Write(out)
 		c.stats.Bytes.Add(uint64(n))
 		written += uint64(n)
 		keep.Reset(c.o.KeepAlive)

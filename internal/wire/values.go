@@ -38,7 +38,16 @@ type valState struct {
 }
 
 // scaled reports whether v == m/10^s exactly for an integer m of at most 53 bits.
+// Its m is meaningful only when it reports true.
 func scaled(v float64, s int8) (int64, bool) {
+	if s == 0 {
+		// Whole numbers, most of a node's values: no rounding, no division.
+		if !(v >= -(1<<53) && v <= 1<<53) {
+			return 0, false
+		}
+		m := int64(v)
+		return m, math.Float64bits(float64(m)) == math.Float64bits(v)
+	}
 	f := v * pow10[s]
 	if !(f >= -(1<<53) && f <= 1<<53) {
 		return 0, false // also NaN and Inf

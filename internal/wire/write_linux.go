@@ -7,47 +7,69 @@ import (
 	"unsafe"
 )
 
-// writeAll writes b to conn. On Linux TCP connections it makes the write(2)
-// calls as raw syscalls through the connection's RawConn (the socket is
-// non-blocking, so a full send buffer parks in the poller as usual, and
-// write deadlines still apply). Why: a syscall the runtime is told about
-// wakes its sysmon thread when everything was asleep, and a sampler
-// writing one frame a tick at 10 Hz would pay that wake-up every tick; see
-// the sampler's kernel timer (internal/sampler/wait_linux.go).
-func writeAll(conn net.Conn, b []byte) (int, error) {
-	sc, ok := conn.(syscall.Conn)
-	if !ok {
-		return conn.Write(b)
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return conn.Write(b)
-	}
-	total := 0
-	var werr error
-	err = rc.Write(func(fd uintptr) bool {
-		for total < len(b) {
-			n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[total])), uintptr(len(b)-total))
-			switch e {
-			case 0:
-				total += int(n)
-			case syscall.EINTR:
-			case syscall.EAGAIN:
-				return false // wait until writable
-			default:
-				werr = e
-				return true
-			}
+// rawWriter writes to a connection with raw write(2) calls through its
+// RawConn, where conn is a Linux TCP connection (the socket is non-blocking,
+// so a full send buffer parks in the poller as usual, and write deadlines
+// still apply). Why: a syscall the runtime is told about wakes its sysmon
+// thread when everything was asleep, and a sampler writing one frame a tick
+// at 10 Hz would pay that wake-up every tick; see the sampler's kernel timer
+// (internal/sampler/wait_linux.go). It is made once per connection, with
+// its callback, so a write allocates nothing: the RawConn and a closure per
+// write were the sampler's only allocations of a steady tick.
+type rawWriter struct {
+	conn  net.Conn
+	rc    syscall.RawConn // nil: conn.Write
+	write func(fd uintptr) bool
+	// The write in progress, for write.
+	b     []byte
+	total int
+	werr  error
+}
+
+func newRawWriter(conn net.Conn) *rawWriter {
+	w := &rawWriter{conn: conn}
+	if sc, ok := conn.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			w.rc = rc
 		}
-		return true
-	})
+	}
+	w.write = w.writeSome
+	return w
+}
+
+// Write writes all of b, or returns why not.
+func (w *rawWriter) Write(b []byte) (int, error) {
+	if w.rc == nil {
+		return w.conn.Write(b)
+	}
+	w.b, w.total, w.werr = b, 0, nil
+	err := w.rc.Write(w.write)
+	w.b = nil
 	if err == nil {
-		err = werr
+		err = w.werr
 	}
 	if err != nil {
-		return total, &net.OpError{Op: "write", Net: "tcp", Source: conn.LocalAddr(), Addr: conn.RemoteAddr(), Err: err}
+		return w.total, &net.OpError{Op: "write", Net: "tcp", Source: w.conn.LocalAddr(), Addr: w.conn.RemoteAddr(), Err: err}
 	}
-	return total, nil
+	return w.total, nil
+}
+
+// writeSome is the RawConn callback: false asks to wait until writable.
+func (w *rawWriter) writeSome(fd uintptr) bool {
+	for w.total < len(w.b) {
+		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&w.b[w.total])), uintptr(len(w.b)-w.total))
+		switch e {
+		case 0:
+			w.total += int(n)
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return false
+		default:
+			w.werr = e
+			return true
+		}
+	}
+	return true
 }
 
 // rawReader reads a connection with raw read(2) calls through its RawConn

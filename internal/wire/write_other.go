@@ -7,8 +7,8 @@ import (
 	"net"
 )
 
-// writeAll writes b to conn (raw writes are a Linux optimisation).
-func writeAll(conn net.Conn, b []byte) (int, error) { return conn.Write(b) }
+// newRawWriter returns conn (raw writes are a Linux optimisation).
+func newRawWriter(conn net.Conn) io.Writer { return conn }
 
 // newRawReader returns conn (raw reads are a Linux optimisation).
 func newRawReader(conn net.Conn) io.Reader { return conn }

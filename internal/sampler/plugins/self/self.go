@@ -59,6 +59,10 @@ type Self struct {
 	plugins                   []pluginSeries
 	// node_exporter's names for the same (cfg.ExporterNames).
 	pCPU, pRSS, pVirt, pFDs, pMaxFDs, pStart *metric.Desc
+
+	// fdsBySize: the kernel reports the count as the size of
+	// /proc/self/fd (Linux 6.2), so no tick lists it; decided on the first.
+	fdsBySize, fdsChecked bool
 }
 
 // pluginSeries are the descriptors of one scheduled plugin.
@@ -149,19 +153,25 @@ func (s *Self) Sample(_ context.Context, _ time.Time, b *metric.Batch) error {
 }
 
 // sampleFDs reports the open descriptors (entries of /proc/self/fd, less
-// the one listing it), their limit and the start time.
+// the one reading it), their limit and the start time.
 func (s *Self) sampleFDs(b *metric.Batch) error {
 	var errs error
-	if ents, err := s.fds.List(); err != nil {
+	if !s.fdsChecked {
+		size, err := s.fds.Size()
+		s.fdsBySize, s.fdsChecked = err == nil && size > 0, err == nil
+	}
+	if s.fdsBySize {
+		// Listing it makes procfs look up every descriptor: 9 % of the
+		// streaming sampler's CPU at 10 Hz (perf), this is one fstat.
+		if size, err := s.fds.Size(); err != nil {
+			errs = err
+		} else {
+			b.Add(s.pFDs, float64(max(size-1, 0)))
+		}
+	} else if ents, err := s.fds.List(); err != nil {
 		errs = err
 	} else {
-		n := 0
-		for _, e := range ents {
-			if string(e.Name) != "." && string(e.Name) != ".." {
-				n++
-			}
-		}
-		b.Add(s.pFDs, float64(max(n-1, 0)))
+		b.Add(s.pFDs, float64(max(len(ents)-1, 0)))
 	}
 	var rl syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {

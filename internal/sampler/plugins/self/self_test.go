@@ -2,6 +2,7 @@ package self_test
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -198,4 +199,36 @@ func FuzzParseStatm(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, _ = self.ParseStatm(data)
 	})
+}
+
+// TestOpenFDsFollowsDescriptors: process_open_fds counts the process's
+// descriptors exactly (here: opening three more adds three), whether the
+// kernel reports the count or the plugin lists /proc/self/fd.
+func TestOpenFDsFollowsDescriptors(t *testing.T) {
+	p, _ := testutil.NewPlugin(t, "self", t.TempDir(), nil)
+	count := func() float64 {
+		t.Helper()
+		own, _ := split(sample(t, p))
+		return own["process_open_fds"]
+	}
+	before := count()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Neither ReadDir's descriptor (closed now) nor the plugin's own on
+	// the directory is counted.
+	if want := float64(len(ents) - 2); before != want {
+		t.Errorf("open fds %v, /proc/self/fd lists %v others", before, want)
+	}
+	for range 3 {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+	}
+	if got := count(); got != before+3 {
+		t.Errorf("after opening 3 files: %v open fds, want %v", got, before+3)
+	}
 }

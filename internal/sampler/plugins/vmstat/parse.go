@@ -1,6 +1,7 @@
 package vmstat
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
@@ -26,6 +27,15 @@ func Parse(data []byte, dst []Field) ([]Field, error) {
 	for n := 1; len(data) > 0; n++ {
 		var line []byte
 		line, data = kernfs.NextLine(data)
+		// Nearly every line is "name value": one search for the blank and
+		// the number, where splitting into fields costs a third of the
+		// plugin's user time at 10 Hz. Anything else takes the general way.
+		if i := bytes.IndexByte(line, ' '); i > 0 && bytes.IndexByte(line[:i], '\t') < 0 {
+			if v, err := kernfs.ParseInt(line[i+1:]); err == nil {
+				dst = append(dst, Field{Name: line[:i], Value: v})
+				continue
+			}
+		}
 		var f [3][]byte
 		k := kernfs.Fields(line, f[:])
 		if k == 0 {

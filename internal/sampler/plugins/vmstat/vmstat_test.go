@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -267,4 +268,40 @@ func TestLinesMove(t *testing.T) {
 			t.Errorf("read %q: got\n%swant\n%s(err %v)", tc.in, got, tc.want, err)
 		}
 	}
+}
+
+// FuzzParseAsFields: Parse takes the same fields and values, and fails on
+// the same inputs, as splitting each line at blanks and parsing the second
+// field with strconv (its fast path for "name value" must not differ).
+func FuzzParseAsFields(f *testing.F) {
+	f.Add([]byte("nr_free_pages 5767049\npgfault 17700996\noom_kill 3\n"))
+	f.Add([]byte("a\tb 1\n c 2\nd  3\ne 4 \nf +5\ng -6\nh 9223372036854775808\ni 1\r\n\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := vmstat.Parse(data, nil)
+		var want []vmstat.Field
+		bad := false
+		for _, line := range bytes.Split(data, []byte("\n")) {
+			fs := bytes.FieldsFunc(line, func(r rune) bool { return r == ' ' || r == '\t' })
+			if len(fs) == 0 {
+				continue
+			}
+			v, perr := strconv.ParseInt(string(fs[1%len(fs)]), 10, 64)
+			if len(fs) != 2 || perr != nil {
+				bad = true
+				continue
+			}
+			want = append(want, vmstat.Field{Name: fs[0], Value: v})
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%d fields, want %d: %q", len(got), len(want), data)
+		}
+		for i := range got {
+			if !bytes.Equal(got[i].Name, want[i].Name) || got[i].Value != want[i].Value {
+				t.Fatalf("field %d: %s=%d, want %s=%d", i, got[i].Name, got[i].Value, want[i].Name, want[i].Value)
+			}
+		}
+		if (err != nil) != (bad || len(want) == 0) {
+			t.Fatalf("error %v, want one: %v", err, bad || len(want) == 0)
+		}
+	})
 }
