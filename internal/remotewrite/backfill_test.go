@@ -42,15 +42,10 @@ func newStrictReceiver() *strictReceiver {
 }
 
 func (r *strictReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	body, _ := io.ReadAll(req.Body)
+	wr, err := readWriteRequest(req)
 	if r.down.Load() {
 		http.Error(w, "down", http.StatusServiceUnavailable)
 		return
-	}
-	raw, err := snappy.Decode(nil, body)
-	var wr prompb.WriteRequest
-	if err == nil {
-		err = wr.Unmarshal(raw)
 	}
 	if err != nil {
 		http.Error(w, err.Error(), 400)
@@ -91,6 +86,17 @@ func seriesName(ls []prompb.Label) string {
 		fmt.Fprintf(&b, "%s=%q,", l.Name, l.Value)
 	}
 	return b.String()
+}
+
+// readWriteRequest reads and decodes a remote-write request's body.
+func readWriteRequest(req *http.Request) (prompb.WriteRequest, error) {
+	var wr prompb.WriteRequest
+	body, _ := io.ReadAll(req.Body)
+	raw, err := snappy.Decode(nil, body)
+	if err == nil {
+		err = wr.Unmarshal(raw)
+	}
+	return wr, err
 }
 
 // backfillRig is a store, a writer tapping it with one destination and a

@@ -13,9 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/golang/snappy"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/prometheus/prompb"
 
 	"github.com/vigil-hpc/vigil/internal/metric"
 )
@@ -41,12 +39,7 @@ func newSlowReceiver(delay time.Duration) *slowReceiver {
 }
 
 func (r *slowReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	body, _ := io.ReadAll(req.Body)
-	raw, err := snappy.Decode(nil, body)
-	var wr prompb.WriteRequest
-	if err == nil {
-		err = wr.Unmarshal(raw)
-	}
+	wr, err := readWriteRequest(req)
 	if err != nil {
 		http.Error(w, err.Error(), 400)
 		return
