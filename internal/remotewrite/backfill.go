@@ -326,6 +326,9 @@ func (q *queue) backfillRound(ctx context.Context, b *backfiller) (bool, error) 
 	minFrom := int64(math.MaxInt64)
 	for ; b.pos < len(b.pass) && len(b.items) < backfillSeries; b.pos++ {
 		p := &b.pass[b.pos]
+		if p.e == nil {
+			continue
+		}
 		if e := q.lagging[p.key]; e != p.e || e.caughtUp { // never: only the backfill ends an entry behind
 			p.e = nil
 			continue
