@@ -315,7 +315,10 @@ func (a *Aggregator) Schema(string, []*metric.Desc) {}
 // fwdStream is how a node's stream goes upstream: its children's frames
 // passed on as they are (rs), or, for ticks handed over decoded (Tick),
 // encoded again (cs). Each is created when first needed.
-type fwdStream struct{ rs, cs *wire.ClientStream }
+type fwdStream struct {
+	rs, cs *wire.ClientStream
+	live   treestate.NodeRef // the node's liveness, found without a lookup
+}
 
 // stream returns the forwarding of node's stream whose series start with
 // first, and creates it if needed; a.mu is held.
@@ -323,7 +326,7 @@ func (a *Aggregator) stream(node string, first *metric.Desc) *fwdStream {
 	k := streamKey{node, first}
 	fs := a.streams[k]
 	if fs == nil {
-		fs = &fwdStream{}
+		fs = &fwdStream{live: a.live.Ref(node)}
 		a.streams[k] = fs
 	}
 	return fs
@@ -352,7 +355,7 @@ func (a *Aggregator) relayStream(node string, src *wire.RelaySource, table []*me
 // Tick implements wire.Handler: forward one tick of one node, encoding it
 // again. Children's frames come through RelayTick instead.
 func (a *Aggregator) Tick(node string, t time.Time, descs []*metric.Desc, values []float64) {
-	a.arrived(node, t, len(values))
+	a.arrived(node, nil, t, time.Now(), len(values))
 	var first *metric.Desc
 	if len(descs) > 0 {
 		first = descs[0]
@@ -380,7 +383,17 @@ func (a *Aggregator) RelaySchema(node string, sc *wire.RelaySchema) {
 // RelayTick implements wire.RelayHandler: forward one tick of one node,
 // passing its frame on as it came.
 func (a *Aggregator) RelayTick(node string, t time.Time, f *wire.RelayFrame) {
-	a.arrived(node, t, f.N)
+	// The stream's forwarding, once bound, is only set by this
+	// connection's reader (under a.mu): read here without it.
+	var ref *treestate.NodeRef
+	if fs, ok := f.Source.Fwd.(*fwdStream); ok {
+		ref = &fs.live
+	}
+	now := f.Arrived
+	if now.IsZero() {
+		now = time.Now()
+	}
+	a.arrived(node, ref, t, now, f.N)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	before := a.client.Stats().Dropped.Load()
@@ -392,16 +405,26 @@ func (a *Aggregator) RelayTick(node string, t time.Time, f *wire.RelayFrame) {
 	a.counted(before, f.N)
 }
 
-// arrived notes a child's tick of n values stamped t: liveness and lag.
-func (a *Aggregator) arrived(node string, t time.Time, n int) {
-	now := time.Now()
+// Drained implements wire.Drainer: a connection's input is handled, so
+// what it relayed goes upstream now.
+func (a *Aggregator) Drained() { a.client.Flush() }
+
+// arrived notes a child's tick of n values stamped t, arrived at now:
+// liveness (through ref when the stream has one) and lag.
+func (a *Aggregator) arrived(node string, ref *treestate.NodeRef, t, now time.Time, n int) {
 	a.received.Add(uint64(n))
 	lag := now.Sub(t)
 	if int64(lag) > a.maxLag.Load() {
 		a.maxLag.Store(int64(lag))
 	}
 	a.lag.received.Observe(lag.Seconds())
-	if a.live.Seen(node, t, now) {
+	var joined bool
+	if ref != nil {
+		joined = a.live.SeenRef(ref, t, now)
+	} else {
+		joined = a.live.Seen(node, t, now)
+	}
+	if joined {
 		a.client.NodeState(node, true, t)
 	}
 }

@@ -5,6 +5,7 @@
 package treestate
 
 import (
+	"math"
 	"sync"
 	"time"
 )
@@ -20,6 +21,16 @@ type Liveness struct {
 	mu       sync.Mutex
 	nodes    map[string]*nodeState
 	expected map[string]bool
+	// list holds the known nodes densely and last, at the same index,
+	// each one's latest sign of life (its last tick or lower tier's
+	// report, as time since base): Sweep scans that array and looks at a
+	// node only once it has been silent for DownAfter, instead of chasing
+	// every node's pointer twice a second.
+	list []*nodeState
+	last []int64
+	base time.Time
+	// nup counts the nodes up; expectedKnown the expected ones in nodes.
+	nup, expectedKnown int
 	// Ticks since the last Behind call, and how many of them arrived
 	// later than their node's usual delay by more than DownAfter/2.
 	ticks, late int
@@ -32,16 +43,20 @@ type Liveness struct {
 const lagWindow = time.Minute
 
 type nodeState struct {
-	up       bool
-	lastSeen time.Time // wall clock of the last tick received
-	lastTick time.Time // timestamp of that tick
-	since    time.Time // last change of up
+	// What every tick updates first (seen), for fewer cache lines.
+	idx int // in Liveness.list; -1 once forgotten
+	up  bool
+	// Smallest delay of the current and the previous lagWindow.
+	minLag, prevMinLag time.Duration
+	lastSeen           time.Time // wall clock of the last tick received
+	lastTick           time.Time // timestamp of that tick
+	window             time.Time // start of the current lagWindow
+
+	name  string
+	since time.Time // last change of up
 	// reported: wall clock of the last time a lower tier reported this
 	// node down without it ever ticking here (ReportedDown).
 	reported time.Time
-	// Smallest delay of the current and the previous lagWindow.
-	minLag, prevMinLag time.Duration
-	window             time.Time // start of the current lagWindow
 }
 
 // usualLag is the node's smallest recent delay; minus it is the estimate
@@ -64,20 +79,72 @@ type NodeStatus struct {
 
 // NewLiveness marks a node down after downAfter of silence.
 func NewLiveness(downAfter time.Duration) *Liveness {
-	return &Liveness{DownAfter: downAfter, nodes: map[string]*nodeState{}, expected: map[string]bool{}}
+	return &Liveness{DownAfter: downAfter, nodes: map[string]*nodeState{}, expected: map[string]bool{}, base: time.Now()}
 }
+
+// NodeRef names a node to Liveness without a lookup by name: what a
+// receiver keeps per stream, for SeenRef.
+type NodeRef struct {
+	name string
+	n    *nodeState // under Liveness.mu; found again once forgotten
+}
+
+// Ref returns a reference to node for SeenRef, to keep by value where
+// the caller keeps its own state of the node's stream.
+func (l *Liveness) Ref(node string) NodeRef { return NodeRef{name: node} }
 
 // Seen records a tick of node at wall time now; it returns true when the
 // node was not up before (it joined or came back).
 func (l *Liveness) Seen(node string, tick, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n := l.nodes[node]
-	lag := now.Sub(tick)
-	if n == nil {
-		n = &nodeState{}
-		l.nodes[node] = n
+	return l.seen(l.get(node), tick, now)
+}
+
+// SeenRef is Seen for the node r names, without the lookup by name.
+func (l *Liveness) SeenRef(r *NodeRef, tick, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r.n == nil || r.n.idx < 0 {
+		r.n = l.get(r.name)
 	}
+	return l.seen(r.n, tick, now)
+}
+
+// get returns node's state, adding it if it is not known; l.mu is held.
+func (l *Liveness) get(node string) *nodeState {
+	if n := l.nodes[node]; n != nil {
+		return n
+	}
+	n := &nodeState{name: node, idx: len(l.list)}
+	l.nodes[node] = n
+	l.list = append(l.list, n)
+	l.last = append(l.last, math.MinInt64/2) // never: silent for ages, no overflow
+	if l.expected[node] {
+		l.expectedKnown++
+	}
+	return n
+}
+
+// heard notes a sign of life of n at t; l.mu is held.
+func (l *Liveness) heard(n *nodeState, t time.Time) {
+	l.last[n.idx] = max(l.last[n.idx], int64(t.Sub(l.base)))
+}
+
+// forget drops the node at index i of l.list; l.mu is held.
+func (l *Liveness) forget(i int) {
+	n := l.list[i]
+	end := len(l.list) - 1
+	l.list[i], l.last[i] = l.list[end], l.last[end]
+	l.list[i].idx = i
+	l.list[end] = nil
+	l.list, l.last = l.list[:end], l.last[:end]
+	n.idx = -1
+	delete(l.nodes, n.name)
+}
+
+func (l *Liveness) seen(n *nodeState, tick, now time.Time) bool {
+	lag := now.Sub(tick)
 	if n.lastSeen.IsZero() { // first tick (the node may be known from a report)
 		n.minLag, n.prevMinLag, n.window = lag, lag, now
 	}
@@ -92,11 +159,13 @@ func (l *Liveness) Seen(node string, tick, now time.Time) bool {
 		l.late++
 	}
 	n.lastSeen = now
+	l.heard(n, now)
 	if tick.After(n.lastTick) {
 		n.lastTick = tick
 	}
 	if !n.up {
 		n.up = true
+		l.nup++
 		n.since = now
 		return true
 	}
@@ -123,7 +192,11 @@ func (l *Liveness) SetExpected(nodes []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.expected = make(map[string]bool, len(nodes))
+	l.expectedKnown = 0
 	for _, n := range nodes {
+		if !l.expected[n] && l.nodes[n] != nil {
+			l.expectedKnown++
+		}
 		l.expected[n] = true
 	}
 }
@@ -134,18 +207,25 @@ func (l *Liveness) SetExpected(nodes []string) {
 func (l *Liveness) Sweep(now time.Time) (down []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for name, n := range l.nodes {
+	cut := int64(now.Sub(l.base)) - int64(l.DownAfter)
+	for i := 0; i < len(l.list); i++ {
+		if l.last[i] > cut {
+			continue // heard from within DownAfter
+		}
+		n := l.list[i]
 		silent := now.Sub(n.lastSeen)
 		if n.reported.After(n.lastSeen) {
 			silent = now.Sub(n.reported)
 		}
 		if n.up && silent >= l.DownAfter {
 			n.up = false
+			l.nup--
 			n.since = now
-			down = append(down, name)
+			down = append(down, n.name)
 		}
-		if !n.up && !l.expected[name] && silent >= 10*l.DownAfter {
-			delete(l.nodes, name)
+		if !n.up && !l.expected[n.name] && silent >= 10*l.DownAfter {
+			l.forget(i)
+			i-- // the last node moved here
 		}
 	}
 	return down
@@ -162,14 +242,15 @@ func (l *Liveness) ReportedDown(node string, now time.Time) (wasDown bool) {
 	defer l.mu.Unlock()
 	n := l.nodes[node]
 	if n == nil {
-		n = &nodeState{since: now}
-		l.nodes[node] = n
+		n = l.get(node)
+		n.since = now
 		wasDown = false
 	} else {
 		wasDown = !n.up
 	}
 	if !n.up {
 		n.reported = now
+		l.heard(n, now)
 	}
 	return wasDown
 }
@@ -194,19 +275,7 @@ func (l *Liveness) ExpectedDown() []string {
 func (l *Liveness) Counts() (up, down int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, n := range l.nodes {
-		if n.up {
-			up++
-		} else {
-			down++
-		}
-	}
-	for name := range l.expected {
-		if _, seen := l.nodes[name]; !seen {
-			down++
-		}
-	}
-	return up, down
+	return l.nup, len(l.nodes) - l.nup + len(l.expected) - l.expectedKnown
 }
 
 // Snapshot lists every known and expected node.

@@ -2,6 +2,7 @@ package treestate
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -321,4 +322,178 @@ func TestNeverSeenReportedDown(t *testing.T) {
 			t.Fatalf("cn2 after its first tick: %+v, want up, offset -2s", st)
 		}
 	}
+}
+
+// TestLivenessModel drives Liveness with random ticks (by name and by
+// NodeRef), lower tiers' down reports, expected-set changes and sweeps,
+// and compares it after every step with a plain model of the rules:
+// Sweep's verdicts, Counts (kept as running counts) against the snapshot,
+// and forgetting. It checks the dense index that Sweep scans, including
+// refs to nodes forgotten and seen again.
+func TestLivenessModel(t *testing.T) {
+	const downAfter = 3 * time.Second
+	type node struct {
+		up             bool
+		seen, reported time.Time
+		known          bool
+	}
+	l := NewLiveness(downAfter)
+	model := map[string]*node{}
+	expected := map[string]bool{}
+	refs := map[string]*NodeRef{}
+	rng := rand.New(rand.NewPCG(11, 11))
+	now := time.Unix(1_000_000, 0)
+	names := make([]string, 60)
+	for i := range names {
+		names[i] = fmt.Sprintf("cn%02d", i)
+	}
+	for step := range 20000 {
+		now = now.Add(time.Duration(rng.IntN(700)) * time.Millisecond)
+		name := names[rng.IntN(len(names))]
+		switch op := rng.IntN(100); {
+		case op < 55 && rng.IntN(len(names)) < len(names)/3: // a third of the nodes go quiet for long
+		case op < 55:
+			m := model[name]
+			if m == nil {
+				m = &node{}
+				model[name] = m
+			}
+			wasUp := m.up
+			m.known, m.up, m.seen = true, true, now
+			var joined bool
+			if rng.IntN(2) == 0 {
+				r := refs[name]
+				if r == nil {
+					ref := l.Ref(name)
+					r = &ref
+					refs[name] = r
+				}
+				joined = l.SeenRef(r, now, now)
+			} else {
+				joined = l.Seen(name, now, now)
+			}
+			if joined != !wasUp {
+				t.Fatalf("step %d: Seen(%s) joined=%v, model was up=%v", step, name, joined, wasUp)
+			}
+		case op < 65:
+			m := model[name]
+			want := m != nil && !m.up
+			if m == nil {
+				m = &node{known: true}
+				model[name] = m
+			}
+			if !m.up {
+				m.reported = now
+			}
+			if got := l.ReportedDown(name, now); got != want {
+				t.Fatalf("step %d: ReportedDown(%s) = %v, want %v", step, name, got, want)
+			}
+		case op < 68:
+			var exp []string
+			clear(expected)
+			for _, n := range names {
+				if rng.IntN(4) == 0 {
+					exp = append(exp, n)
+					expected[n] = true
+				}
+			}
+			l.SetExpected(exp)
+		default:
+			var want []string
+			for n, m := range model {
+				last := m.seen
+				if m.reported.After(last) {
+					last = m.reported
+				}
+				silent := now.Sub(last)
+				if m.up && silent >= downAfter {
+					m.up = false
+					want = append(want, n)
+				}
+				if !m.up && !expected[n] && silent >= 10*downAfter {
+					delete(model, n)
+				}
+			}
+			got := l.Sweep(now)
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Fatalf("step %d: Sweep = %v, want %v", step, got, want)
+			}
+		}
+		var up, down int
+		snap := l.Snapshot()
+		inSnap := map[string]bool{}
+		for _, s := range snap {
+			inSnap[s.Node] = true
+		}
+		for n := range model {
+			if !inSnap[n] {
+				t.Fatalf("step %d: %s forgotten, the model has it", step, n)
+			}
+		}
+		for _, s := range snap {
+			if s.Up {
+				up++
+			} else {
+				down++
+			}
+			if m := model[s.Node]; m != nil && m.up != s.Up {
+				t.Fatalf("step %d: %s up=%v, model %v", step, s.Node, s.Up, m.up)
+			} else if m == nil && !expected[s.Node] {
+				t.Fatalf("step %d: %s kept, the model forgot it", step, s.Node)
+			}
+		}
+		if gu, gd := l.Counts(); gu != up || gd != down {
+			t.Fatalf("step %d: Counts = %d/%d, the snapshot says %d/%d", step, gu, gd, up, down)
+		}
+	}
+}
+
+// BenchmarkLiveness: a tick's liveness update by name and by NodeRef, and a
+// Sweep over 20,000 nodes all heard from (an aggregator's steady state,
+// twice a second), one op each.
+func BenchmarkLiveness(b *testing.B) {
+	const nodes = 20000
+	l := NewLiveness(3 * time.Second)
+	names := make([]string, nodes)
+	refs := make([]NodeRef, nodes)
+	now := time.Now()
+	for i := range names {
+		names[i] = fmt.Sprintf("cn%05d", i)
+		refs[i] = l.Ref(names[i])
+		l.SeenRef(&refs[i], now, now)
+	}
+	b.Run("seen-by-name", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			l.Seen(names[i], now, now)
+			i = (i + 7919) % nodes // spread, as ticks of thousands of nodes are
+		}
+	})
+	b.Run("seen-by-ref", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			l.SeenRef(&refs[i], now, now)
+			i = (i + 7919) % nodes
+		}
+	})
+	b.Run("sweep", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if down := l.Sweep(now.Add(time.Second)); len(down) != 0 {
+				b.Fatal(down)
+			}
+		}
+	})
+	b.Run("counts", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if up, _ := l.Counts(); up != nodes {
+				b.Fatal(up)
+			}
+		}
+	})
 }

@@ -94,14 +94,16 @@ type Client struct {
 
 // ClientStream is one node stream of a Client.
 type ClientStream struct {
-	s              *Stream
-	gap            bool
-	gapFrom, gapTo time.Time
-	last           uint64 // seq of the stream's last queued entry
+	// What every tick reads first, so a relay touches one cache line of
+	// each of its thousands of streams.
+	s    *Stream
+	last uint64 // seq of the stream's last queued entry
 	// A relayed stream (Relay) passes on another sender's frames; inSync:
 	// the upstream holds the state of source's frames since a restart.
-	inSync bool
-	source *RelaySource
+	source         *RelaySource
+	inSync         bool
+	gap            bool
+	gapFrom, gapTo time.Time
 }
 
 // NewClient checks the options; Run does the work.
@@ -434,7 +436,7 @@ func (c *Client) lost() {
 		}
 		buf, err := c.enc.AppendTick(c.take(), e.cs.s, e.t, e.descs, e.vals)
 		c.stats.Resent.Add(1)
-		c.push(entry{buf: buf, cs: e.cs, t: e.t, queued: e.queued, descs: e.cs.s.seq, vals: e.vals}, err)
+		c.push(entry{buf: buf, cs: e.cs, t: e.t, queued: e.queued, again: true, descs: e.cs.s.seq, vals: e.vals}, err)
 	}
 	clear(again)
 	c.again = again[:0]

@@ -141,6 +141,9 @@ type Decoder struct {
 	vals []float64
 	// Values counts decoded values, for throughput accounting.
 	Values uint64
+	// Now is when the frame being decoded was read, if the caller knows
+	// (RelayFrame.Arrived).
+	Now time.Time
 	// keyReq are relayed streams whose keyframe the handler asked for,
 	// to be requested from the sender.
 	keyReq []uint64
@@ -555,7 +558,7 @@ func (d *Decoder) values(payload []byte, h Handler, key bool) error {
 		}
 		d.Values += n
 		f := &d.rf
-		*f = RelayFrame{Source: s.src, Key: key || s.fresh, Body: body, N: int(n), Table: s.descs, Runs: s.runs}
+		*f = RelayFrame{Source: s.src, Key: key || s.fresh, Body: body, N: int(n), Table: s.descs, Runs: s.runs, Arrived: d.Now}
 		s.fresh = false
 		if f.Key {
 			s.keyAsked = false

@@ -81,9 +81,18 @@ func (e *Encoder) remember(s *Stream) {
 
 // Stream is one node's series on an Encoder.
 type Stream struct {
+	// The fields a relayed tick uses come first: one cache line.
 	id    uint64
-	node  string
 	epoch uint64 // epoch of the encoder whose peer has our table; 0: none
+	// What the last AppendTick wrote, for a Client's queue:
+	// where its values frame starts in dst, and whether those values
+	// decode without the stream's earlier values.
+	valuesAt int
+	key      bool
+	forceKey bool // the next values frame is a keyframe
+	fresh    bool // a reset schema was just appended: its values start from zero anyway
+
+	node string
 
 	descs []*metric.Desc // table known to the peer, by index
 	state []valState     // by table index
@@ -92,14 +101,7 @@ type Stream struct {
 
 	prevT, prevDt int64
 
-	sinceKey int  // values frames since the last keyframe or reset schema
-	forceKey bool // the next values frame is a keyframe
-	fresh    bool // a reset schema was just appended: its values start from zero anyway
-	// What the last AppendTick wrote, for a Client's queue:
-	// where its values frame starts in dst, and whether those values
-	// decode without the stream's earlier values.
-	valuesAt int
-	key      bool
+	sinceKey int // values frames since the last keyframe or reset schema
 	// lastCopy is the Encoder's stamp when a schema last copied entries
 	// of this stream's table.
 	lastCopy uint64
@@ -121,10 +123,16 @@ func NewEncoder() *Encoder {
 
 // NewStream adds a stream for node. Its schema is sent with its first tick.
 func (e *Encoder) NewStream(node string) *Stream {
-	s := &Stream{id: e.nextID, node: node}
+	s := &Stream{}
+	e.addStream(s, node)
+	return s
+}
+
+// addStream makes s, which is zero, a new stream of node.
+func (e *Encoder) addStream(s *Stream, node string) {
+	s.id, s.node = e.nextID, node
 	e.nextID++
 	e.streams = append(e.streams, s)
-	return s
 }
 
 // Node is the node the stream carries.

@@ -8,7 +8,18 @@ import (
 func (c *Client) NewRelayStream(node string) *ClientStream {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return &ClientStream{s: c.enc.NewStream(node)}
+	rs := &relayStream{}
+	c.enc.addStream(&rs.s, node)
+	rs.cs.s = &rs.s
+	return &rs.cs
+}
+
+// relayStream is a relayed stream's client and encoder state in one
+// allocation: every relayed tick reads the first fields of both, and an
+// aggregator's thousands of streams are cold in cache.
+type relayStream struct {
+	cs ClientStream
+	s  Stream
 }
 
 // RelaySchema queues a schema frame of rs as its sender coded it (sc from
@@ -39,6 +50,8 @@ func (c *Client) RelaySchema(rs *ClientStream, sc *RelaySchema) {
 // keyframe, the tick cannot be passed on: it is counted as dropped and
 // reported as a gap, Relay reports false and sets f.WantKey, so the
 // sender is asked for a keyframe. From that keyframe on, relaying goes on.
+// Relay wakes the writer only once relayFlushBytes are queued: the caller
+// calls Flush when its input is drained.
 func (c *Client) Relay(rs *ClientStream, t time.Time, f *RelayFrame) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -59,8 +72,24 @@ func (c *Client) Relay(rs *ClientStream, t time.Time, f *RelayFrame) bool {
 	f.WantKey = rs.s.forceKey
 	buf = c.enc.AppendRelay(buf, rs.s, f, restart)
 	rs.inSync, rs.source = true, f.Source
-	c.push(entry{buf: buf, cs: rs, t: t}, nil)
+	c.sq.push(entry{buf: buf, cs: rs, t: t, queued: f.Arrived})
+	if c.sq.bytes >= relayFlushBytes {
+		c.Flush()
+	}
 	return true
+}
+
+// relayFlushBytes is how much Relay queues before it wakes the writer
+// itself rather than waiting for the caller's Flush.
+const relayFlushBytes = 64 << 10
+
+// Flush has the writer send what Relay queued. A relay calls it when its
+// input is drained (Drainer).
+func (c *Client) Flush() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
 }
 
 // keyRequested handles an upstream's KeyRequest: the named streams send

@@ -72,7 +72,10 @@ type entry struct {
 	tick     bool // buf still carries the tick (false: dropped, schema kept)
 	key      bool // the values decode without cs's earlier values
 	dead     bool // dropped altogether; skipped by collect
-	queued   time.Time
+	again    bool // queued again after a reconnect (counted once)
+	// queued is when the entry was first queued; a caller may give it
+	// (the time its frame arrived) to save a clock read.
+	queued time.Time
 	// The tick itself, to encode it again after a reconnect: the
 	// stream's order (shared by its ticks, never changed) and values
 	// (owned). vals is nil for relayed ticks and once dropped.
@@ -178,8 +181,10 @@ func (q *sendQueue) push(e entry) {
 	if e.cs != nil {
 		e.tick = e.cs.s.valuesAt < len(e.buf) || e.vals != nil // a relayed schema comes alone
 	}
-	if e.queued.IsZero() { // not a tick queued again after a reconnect
-		e.queued = time.Now()
+	if !e.again {
+		if e.queued.IsZero() {
+			e.queued = time.Now()
+		}
 		if e.tick || e.cs == nil && !e.rec {
 			q.stats.Ticks.Add(1)
 		}
@@ -296,6 +301,15 @@ func (q *sendQueue) connected() uint64 {
 // find returns the queued entry with sequence number seq, or nil.
 func (q *sendQueue) find(seq uint64) *entry {
 	qs := q.q[q.head:]
+	// Mostly a stream's previous tick went out long ago.
+	if len(qs) == 0 || seq == 0 || seq < qs[0].seq || seq > qs[len(qs)-1].seq {
+		return nil
+	}
+	// Sequence numbers run without holes until a compaction takes dead
+	// entries out: then the guess misses and the search finds it.
+	if d := seq - qs[0].seq; d < uint64(len(qs)) && qs[d].seq == seq {
+		return &qs[d]
+	}
 	i, ok := slices.BinarySearchFunc(qs, seq, func(e entry, seq uint64) int { return cmp.Compare(e.seq, seq) })
 	if !ok || seq == 0 {
 		return nil
@@ -476,6 +490,7 @@ func (q *sendQueue) lost(again []entry) (_ []entry, reset bool) {
 		case e.rec && e.buf == nil: // past the bound: lost
 			q.stats.DroppedIORecords.Add(uint64(e.nrec))
 		case e.cs == nil:
+			e.again = true
 			again = append(again, e) // node-level: its frame as it is
 		case !e.tick:
 			// A schema kept for dropped ticks: the ticks sent again
@@ -495,7 +510,7 @@ func (q *sendQueue) lost(again []entry) (_ []entry, reset bool) {
 			if e.buf != nil {
 				q.free = append(q.free, e.buf[:0])
 			}
-			again = append(again, entry{cs: e.cs, t: e.t, queued: e.queued, descs: e.descs, vals: e.vals})
+			again = append(again, entry{cs: e.cs, t: e.t, queued: e.queued, again: true, descs: e.descs, vals: e.vals})
 		}
 	}
 	for _, e := range q.unacked[q.uhead:] {

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -141,5 +142,46 @@ func TestSendQueueUnackedBound(t *testing.T) {
 	}
 	if kept != 10 || q.unackedBytes != 800 || q.unacked[len(q.unacked)-1].vals == nil {
 		t.Errorf("%d unacked ticks keep values (%d bytes), want the newest 10", kept, q.unackedBytes)
+	}
+}
+
+// TestSendQueueFind: find returns the entry of a sequence number, or nil
+// when it is not queued, as a scan of the queue would: while frames go
+// out from the head and after tombstones are reclaimed, which leaves
+// holes in the numbers.
+func TestSendQueueFind(t *testing.T) {
+	q := newTestQueue(1 << 30)
+	rng := rand.New(rand.NewPCG(7, 7))
+	scan := func(seq uint64) *entry {
+		for i := q.head; i < len(q.q); i++ {
+			if q.q[i].seq == seq && seq != 0 {
+				return &q.q[i]
+			}
+		}
+		return nil
+	}
+	check := func(when string) {
+		for seq := uint64(0); seq <= q.seq+2; seq++ {
+			if got, want := q.find(seq), scan(seq); got != want {
+				t.Fatalf("%s: find(%d) = %p, a scan finds %p", when, seq, got, want)
+			}
+		}
+	}
+	check("empty")
+	for round := range 20 {
+		for range 200 {
+			q.push(entry{buf: append(q.take(), make([]byte, 8)...)})
+		}
+		check(fmt.Sprintf("round %d, pushed", round))
+		q.collect(nil, 8*rng.IntN(100)) // some go out from the head
+		q.inflight = q.inflight[:0]
+		check(fmt.Sprintf("round %d, collected", round))
+		for i := q.head; i < len(q.q); i++ {
+			if rng.IntN(3) > 0 && !q.q[i].dead {
+				q.kill(&q.q[i])
+			}
+		}
+		q.reclaim()
+		check(fmt.Sprintf("round %d, reclaimed", round))
 	}
 }
