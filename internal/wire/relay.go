@@ -232,7 +232,7 @@ func checkCodes(body []byte, runs []int32, st []chkState) bool {
 				// A residual of 7, 14 or 24 bits, or (four ones) of a
 				// 6-bit length + 1.
 				bad |= st[i]
-				n = residualLen[ones] + uint(w>>(64-11)&63)*(ones>>2)
+				n = uint(residualLens>>(ones*8)&0xff) + uint(w>>(64-11)&63)*(ones>>2)
 			case ones == 5:
 				if w>>(64-10)&15 > maxScale {
 					return false
@@ -269,9 +269,10 @@ func checkCodes(body []byte, runs []int32, st []chkState) bool {
 	return bad == 0 && (pos+7)/8 == uint(len(body))
 }
 
-// residualLen is the length of a residual code by its leading ones, but
-// for the 6-bit length field of the four-ones code.
-var residualLen = [5]uint{0, 1 + 1 + 7, 2 + 1 + 14, 3 + 1 + 24, 4 + 1 + 6 + 1}
+// residualLens holds, in byte k, the length of a residual code of k
+// leading ones but for the 6-bit length field of the four-ones code: a
+// shift, where a table would put a load in every code's path.
+const residualLens = (1+1+7)<<8 | (2+1+14)<<16 | (3+1+24)<<24 | (4+1+6+1)<<32
 
 // peek64 returns the 64 bits of b from bit pos on, zeros past the end.
 // At least the first 57 are b's (pos&7 ≤ 7 bits of a ninth byte are left
