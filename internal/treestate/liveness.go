@@ -207,16 +207,14 @@ func (l *Liveness) SetExpected(nodes []string) {
 func (l *Liveness) Sweep(now time.Time) (down []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	cut := int64(now.Sub(l.base)) - int64(l.DownAfter)
+	at := int64(now.Sub(l.base))
 	for i := 0; i < len(l.list); i++ {
-		if l.last[i] > cut {
-			continue // heard from within DownAfter
+		// Silent since its last tick or, if later, lower tier's report.
+		silent := time.Duration(at - l.last[i])
+		if silent < l.DownAfter {
+			continue
 		}
 		n := l.list[i]
-		silent := now.Sub(n.lastSeen)
-		if n.reported.After(n.lastSeen) {
-			silent = now.Sub(n.reported)
-		}
 		if n.up && silent >= l.DownAfter {
 			n.up = false
 			l.nup--

@@ -335,7 +335,6 @@ func TestLivenessModel(t *testing.T) {
 	type node struct {
 		up             bool
 		seen, reported time.Time
-		known          bool
 	}
 	l := NewLiveness(downAfter)
 	model := map[string]*node{}
@@ -359,7 +358,7 @@ func TestLivenessModel(t *testing.T) {
 				model[name] = m
 			}
 			wasUp := m.up
-			m.known, m.up, m.seen = true, true, now
+			m.up, m.seen = true, now
 			var joined bool
 			if rng.IntN(2) == 0 {
 				r := refs[name]
@@ -379,7 +378,7 @@ func TestLivenessModel(t *testing.T) {
 			m := model[name]
 			want := m != nil && !m.up
 			if m == nil {
-				m = &node{known: true}
+				m = &node{}
 				model[name] = m
 			}
 			if !m.up {

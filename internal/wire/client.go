@@ -236,10 +236,7 @@ func (c *Client) push(e entry, err error) {
 		return
 	}
 	c.sq.push(e)
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
+	c.Flush()
 }
 
 // Run connects, streams and reconnects with backoff until ctx is done.
