@@ -73,6 +73,7 @@ type options struct {
 	cpus      int
 	groupSize int
 	perf      string
+	heap      string
 	key       bool
 }
 
@@ -89,6 +90,7 @@ func main() {
 	flag.IntVar(&o.cpus, "cpus", 16, "cores per simulated node (16: about 320 values per tick)")
 	flag.IntVar(&o.groupSize, "group-size", 500, "simulated nodes per connection")
 	flag.StringVar(&o.perf, "perf", "", "write a perf.data of the first aggregator to this file")
+	flag.StringVar(&o.heap, "heap", "", "run the aggregators with --debug-pprof and save their heap profiles at the window's start and end in this directory (NAME-start.pb.gz, NAME-end.pb.gz)")
 	flag.BoolVar(&o.key, "key", false, "authenticate every link with a shared key generated for the run")
 	flag.Parse()
 	if o.levels != 1 && o.levels != 2 {
@@ -200,6 +202,8 @@ type child struct {
 	http   string // aggregators: /metrics address
 	cpu0   int64
 	rssMax int64
+	rss0   int64 // at the window's start
+	rss1   int64 // at its end
 }
 
 func startChild(bin, name string, args ...string) (*child, error) {
@@ -259,7 +263,9 @@ func run(o options) error {
 	if o.decode {
 		h = tp
 	}
-	go wire.Serve(ctx, ln, wire.ServerOptions{Name: "treeload-top", Key: key, Log: quiet, Stats: &topStats}, h)
+	// The top stands in for the server, which decodes every value: it
+	// checks them all (or decodes them, --decode).
+	go wire.Serve(ctx, ln, wire.ServerOptions{Name: "treeload-top", Key: key, Log: quiet, Stats: &topStats, CheckRelayedValues: true}, h)
 
 	// Aggregators from the top down, each streaming to the one above.
 	var aggs []*child // aggs[0] is L1
@@ -274,8 +280,12 @@ func run(o options) error {
 			return err
 		}
 		name := fmt.Sprintf("treeload-l%d", level)
-		a, err := startChild(bin, name, append([]string{"aggregator", "--name", name, "--listen", listen, "--upstream", upstream,
-			"--http", httpAddr, "--interval", o.interval.String(), "--log-level", "warn"}, keyArgs...)...)
+		args := append([]string{"aggregator", "--name", name, "--listen", listen, "--upstream", upstream,
+			"--http", httpAddr, "--interval", o.interval.String(), "--log-level", "warn"}, keyArgs...)
+		if o.heap != "" {
+			args = append(args, "--debug-pprof")
+		}
+		a, err := startChild(bin, name, args...)
 		if err != nil {
 			return err
 		}
@@ -322,6 +332,10 @@ func run(o options) error {
 		if c.cpu0, err = cpuNanos(c.cmd.Process.Pid); err != nil {
 			return err
 		}
+		c.rss0, _ = rss(c.cmd.Process.Pid)
+	}
+	if err := saveHeaps(o.heap, aggs, "start"); err != nil {
+		return err
 	}
 	// The top runs in this process: its CPU (with the scrapes) competes
 	// with the tree's for the same cores.
@@ -372,6 +386,12 @@ func run(o options) error {
 	}
 	tick.Stop()
 	elapsed := time.Since(w0)
+	for _, c := range procs {
+		c.rss1, _ = rss(c.cmd.Process.Pid)
+	}
+	if err := saveHeaps(o.heap, aggs, "end"); err != nil {
+		return err
+	}
 	cpu := make([]float64, len(procs))
 	for i, c := range procs {
 		c1, err := cpuNanos(c.cmd.Process.Pid)
@@ -461,7 +481,8 @@ func run(o options) error {
 		}
 	}
 	for i, c := range procs {
-		fmt.Printf("  %-22s CPU %5.1f%% of a core, max RSS %.1f MiB\n", c.name, cpu[i], float64(c.rssMax)/(1<<20))
+		fmt.Printf("  %-22s CPU %5.1f%% of a core, max RSS %.1f MiB (%.1f at the window's start, %.1f at its end)\n", c.name, cpu[i],
+			float64(c.rssMax)/(1<<20), float64(c.rss0)/(1<<20), float64(c.rss1)/(1<<20))
 	}
 	fmt.Printf("  %-22s CPU %5.1f%% of a core (the top %s every frame, and the scrapes)\n", "treeload", float64(self1-self0)/float64(elapsed.Nanoseconds())*100,
 		map[bool]string{false: "checking", true: "decoding"}[o.decode])
@@ -724,4 +745,30 @@ func rss(pid int) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
+}
+
+// saveHeaps writes each aggregator's heap profile to dir/NAME-when.pb.gz
+// (nothing without dir).
+func saveHeaps(dir string, aggs []*child, when string) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, a := range aggs {
+		resp, err := http.Get("http://" + a.http + "/debug/pprof/heap")
+		if err != nil {
+			return fmt.Errorf("%s heap profile: %w", a.name, err)
+		}
+		b, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s heap profile: status %d, %v", a.name, resp.StatusCode, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, a.name+"-"+when+".pb.gz"), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }

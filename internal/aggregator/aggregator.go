@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/vigil-hpc/vigil/internal/config"
+	"github.com/vigil-hpc/vigil/internal/gctune"
 	"github.com/vigil-hpc/vigil/internal/httpsec"
 	"github.com/vigil-hpc/vigil/internal/metric"
 	"github.com/vigil-hpc/vigil/internal/treestate"
@@ -47,7 +48,16 @@ type Config struct {
 	WebConfig string
 	// WireLimits cap the children's connections (0: wire's defaults).
 	WireLimits config.WireLimits
+	// DebugPprof serves Go's profiles under /debug/pprof/ on HTTP.
+	DebugPprof bool
+	// CheckValues checks relayed value codes before passing them on
+	// (wire.ServerOptions.CheckRelayedValues); without it the aggregator
+	// does no work per value and the server isolates a bad frame.
+	CheckValues bool
 }
+
+// gcPercent is the aggregator's GOGC unless the environment sets one.
+const gcPercent = 25
 
 // DefaultBufferBytes holds about five minutes of 1,000 nodes × 300 values
 // at about 1.5 bytes per value.
@@ -177,6 +187,11 @@ func (a *Aggregator) loadChildren() error {
 
 // Run serves children and forwards until ctx is done.
 func (a *Aggregator) Run(ctx context.Context) error {
+	// The live heap is the copies of the children's tables, allocated
+	// only when series change (under 1 MB/s for 20,000 nodes), so
+	// collecting at +25 % costs little CPU (a collection a minute) and
+	// keeps RSS near it.
+	gctune.Apply(a.log, gcPercent)
 	ln, err := net.Listen("tcp", a.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("aggregator listen: %w", err)
@@ -204,7 +219,8 @@ func (a *Aggregator) Run(ctx context.Context) error {
 		// Children learn a tick was handled only once the upstream has it,
 		// so a kill -9 here leaves them to report what it held as gaps.
 		opts := wire.ServerOptions{Key: a.cfg.Key, Name: a.cfg.Name, Log: a.log, Stats: &a.wstats, Metrics: wiremetrics.New(a.reg),
-			HandledBefore: a.client.DeliveredBefore}
+			CheckRelayedValues: a.cfg.CheckValues,
+			HandledBefore:      a.client.DeliveredBefore}
 		a.cfg.WireLimits.Apply(&opts)
 		return wire.Serve(ctx, ln, opts, a)
 	})

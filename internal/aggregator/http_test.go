@@ -2,6 +2,7 @@ package aggregator
 
 import (
 	"context"
+	"flag"
 	"io"
 	"net"
 	"net/http"
@@ -149,5 +150,42 @@ func TestWireMetricsServed(t *testing.T) {
 	}
 	if !counted {
 		t.Fatal("garbage connections not counted in vigil_wire_protocol_errors_total on /metrics")
+	}
+}
+
+// TestDebugPprof: profiles only with DebugPprof (--debug-pprof sets it).
+func TestDebugPprof(t *testing.T) {
+	uln := listen(t)
+	defer uln.Close()
+	heap := func(pprof bool) (int, []byte) {
+		t.Helper()
+		agg, err := New(Config{Name: "agg-p", Listen: "127.0.0.1:0", Upstream: []string{uln.Addr().String()}, Log: quiet(), DebugPprof: pprof})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(agg.Handler())
+		defer srv.Close()
+		resp, err := http.Get(srv.URL + "/debug/pprof/heap")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return resp.StatusCode, b
+	}
+	if code, _ := heap(false); code != http.StatusNotFound {
+		t.Errorf("heap profile without --debug-pprof: %d, want 404", code)
+	}
+	if code, b := heap(true); code != http.StatusOK || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Errorf("heap profile with --debug-pprof: %d, %d bytes, want 200 and a gzipped profile", code, len(b))
+	}
+	s := &Settings{}
+	fs := flag.NewFlagSet("aggregator", flag.ContinueOnError)
+	s.RegisterFlags(fs)
+	if err := fs.Parse([]string{"--debug-pprof"}); err != nil || !s.DebugPprof {
+		t.Fatalf("--debug-pprof did not set DebugPprof: %v", err)
+	}
+	if cfg, err := s.Config(quiet()); err != nil || !cfg.DebugPprof {
+		t.Fatalf("Config dropped DebugPprof: %v", err)
 	}
 }

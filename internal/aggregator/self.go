@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/vigil-hpc/vigil/internal/httpsec"
 	"github.com/vigil-hpc/vigil/internal/metric"
 )
 
@@ -166,5 +167,8 @@ func (a *Aggregator) Handler() http.Handler {
 			"children_up":        up, "children_down": down, "children": nodes,
 		})
 	})
+	if a.cfg.DebugPprof {
+		httpsec.RegisterPprof(mux)
+	}
 	return a.httpm.Instrument(mux)
 }

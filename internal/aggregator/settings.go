@@ -40,6 +40,8 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(config.NewList(&s.Children), "children", "expected children, comma-separated names or host:port")
 	fs.StringVar(&s.ChildrenFile, "children-file", s.ChildrenFile, "host-list file of expected children (re-read on change or SIGHUP)")
 	fs.IntVar(&s.BufferBytes, "buffer-bytes", s.BufferBytes, "bytes buffered while the upstream is away (default 512 MiB)")
+	fs.BoolVar(&s.CheckValues, "check-values", s.CheckValues, "check every relayed value code before passing it on, and close a child's connection on a bad one (default: pass value codes on unchecked; the server drops a bad frame and asks for a keyframe)")
+	fs.BoolVar(&s.DebugPprof, "debug-pprof", s.DebugPprof, "serve Go's heap, CPU and goroutine profiles under /debug/pprof/ on --http")
 	s.WireLimits.RegisterFlags(fs)
 	s.Log.RegisterFlags(fs)
 }
@@ -56,7 +58,7 @@ func (s *Settings) Config(log *slog.Logger) (Config, error) {
 	cfg := Config{
 		Name: s.Name, Listen: s.Listen, Upstream: s.Upstream, HTTP: s.HTTP, Interval: s.Interval.D(),
 		Children: s.Children, ChildrenFile: s.ChildrenFile, BufferBytes: s.BufferBytes, Log: log,
-		WebConfig: s.WebConfig, WireLimits: s.WireLimits,
+		WebConfig: s.WebConfig, WireLimits: s.WireLimits, DebugPprof: s.DebugPprof, CheckValues: s.CheckValues,
 	}
 	if cfg.Listen == "" {
 		cfg.Listen = DefaultListen

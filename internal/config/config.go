@@ -43,6 +43,8 @@ type Aggregator struct {
 	Children     []string          `toml:"children"`
 	ChildrenFile string            `toml:"children_file"`
 	BufferBytes  int               `toml:"buffer_bytes"`
+	DebugPprof   bool              `toml:"debug_pprof"`
+	CheckValues  bool              `toml:"check_values"`
 	WireLimits
 }
 

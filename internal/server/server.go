@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +27,7 @@ import (
 	"github.com/vigil-hpc/vigil/internal/drain"
 	"github.com/vigil-hpc/vigil/internal/events"
 	"github.com/vigil-hpc/vigil/internal/fabric"
+	"github.com/vigil-hpc/vigil/internal/gctune"
 	"github.com/vigil-hpc/vigil/internal/httpsec"
 	"github.com/vigil-hpc/vigil/internal/ingest"
 	"github.com/vigil-hpc/vigil/internal/iorecords"
@@ -43,6 +43,14 @@ import (
 	"github.com/vigil-hpc/vigil/internal/wire"
 	"github.com/vigil-hpc/vigil/internal/wire/wiremetrics"
 )
+
+// gcPercent is the server's GOGC unless the environment sets one.
+const gcPercent = 50
+
+// passGCPercent is the GOGC while a rollup pass runs: its bursts of block
+// writing and compaction would otherwise grow the heap by half the live
+// heap every 30 minutes (store.RollupOptions.PassGCPercent).
+const passGCPercent = 20
 
 // Defaults of the server's settings.
 const (
@@ -163,7 +171,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	var queryable storage.Queryable = st
 	if !cfg.DisableRollups {
 		ro := store.RollupOptions{Retention: cfg.RollupRetention.D(), Logger: log.With("component", "rollup")}
-		if os.Getenv("GOGC") == "" {
+		if !gctune.GOGCSet() {
 			ro.PassGCPercent = passGCPercent
 		}
 		s.rollup, err = store.OpenRollup(st, ro)
@@ -290,7 +298,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn), MaxRequestsInFlight: 4,
 	}))
 	if cfg.DebugPprof {
-		registerPprof(s.mux)
+		httpsec.RegisterPprof(s.mux)
 	}
 	s.mux.HandleFunc("GET /-/healthy", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "Vigil is Healthy.\n") })
 	s.mux.HandleFunc("GET /-/ready", func(w http.ResponseWriter, _ *http.Request) {
@@ -452,18 +460,7 @@ func (s *Server) Run(ctx context.Context) error {
 	// The live heap is mostly the TSDB head, long-lived and slowly
 	// allocated (a few MB/s at 165,000 series), so collecting at +50 %
 	// instead of +100 % costs little CPU and keeps RSS near the live heap.
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(gcPercent)
-	}
-	// Under a cgroup limit, let the heap use most of it before the GC
-	// works harder, instead of growing to twice the live heap and being
-	// killed; GOMEMLIMIT, when set, wins.
-	if os.Getenv("GOMEMLIMIT") == "" {
-		if l := cgroupMemoryLimit(os.ReadFile); l > 0 {
-			debug.SetMemoryLimit(int64(float64(l) * memLimitRatio))
-			log.Info("Go memory limit set from the cgroup's", "cgroup_bytes", l, "ratio", memLimitRatio)
-		}
-	}
+	gctune.Apply(log, gcPercent)
 	ln, err := net.Listen("tcp", cfg.HTTP)
 	if err != nil {
 		return errors.Join(fmt.Errorf("listen on --http %s: %w", cfg.HTTP, err), s.Close())

@@ -4,10 +4,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/vigil-hpc/vigil/internal/metric"
 )
@@ -81,14 +84,21 @@ func (l Limits) withDefaults() Limits {
 
 // Interner maps descriptor contents to one shared *metric.Desc, so 20,000
 // nodes with the same series share one set of descriptors and consumers can
-// key caches on the pointer. It holds at most max entries; beyond that new
-// descriptors are returned un-interned (and counted) rather than evicting
-// pointers consumers may have cached.
+// key caches on the pointer. It holds its descriptors weakly: one that no
+// stream table or consumer holds any more (a finished job's series, after
+// the sender compacts its table) is forgotten after a collection, so
+// churning label values do not grow it for ever, while a pointer anyone
+// still holds stays the one lookup returns. Entries are keyed by a hash of
+// the descriptor's key, checked against the descriptor on every hit: the
+// key itself is not kept. It holds at most max entries; beyond that new
+// descriptors are returned un-interned (and counted).
 type Interner struct {
 	mu     sync.Mutex
-	m      map[string]*metric.Desc
+	seed   maphash.Seed
+	m      map[uint64]weak.Pointer[metric.Desc]
+	words  map[string]string
 	max    int
-	Misses atomic.Uint64 // descriptors not interned because the interner was full
+	Misses atomic.Uint64 // descriptors not interned: the interner was full, or (rarely) two keys' hashes met
 }
 
 // NewInterner holds up to max descriptors (<= 0: one million).
@@ -96,10 +106,11 @@ func NewInterner(max int) *Interner {
 	if max <= 0 {
 		max = 1 << 20
 	}
-	return &Interner{m: map[string]*metric.Desc{}, max: max}
+	return &Interner{seed: maphash.MakeSeed(), m: map[uint64]weak.Pointer[metric.Desc]{}, words: map[string]string{}, max: max}
 }
 
-// Len is the number of interned descriptors.
+// Len is the number of interned descriptors, counting those collected
+// whose entries are not yet removed.
 func (in *Interner) Len() int {
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -108,18 +119,57 @@ func (in *Interner) Len() int {
 
 // lookup returns the descriptor whose key (see Decoder.desc) is key.
 func (in *Interner) lookup(key []byte) *metric.Desc {
+	h := maphash.Bytes(in.seed, key)
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if d, ok := in.m[string(key)]; ok {
-		return d
+	w, ok := in.m[h]
+	if ok {
+		if d := w.Value(); d != nil {
+			if keyMatches(d, key) {
+				return d
+			}
+			// Another series with the same hash (the seed is random, so
+			// a sender cannot aim for one): correct, only not shared.
+			in.Misses.Add(1)
+			return in.descFromKey(key)
+		}
 	}
-	d := descFromKey(key)
-	if len(in.m) >= in.max {
+	d := in.descFromKey(key)
+	if !ok && len(in.m) >= in.max {
 		in.Misses.Add(1)
 		return d
 	}
-	in.m[string(key)] = d
+	in.m[h] = weak.Make(d)
+	runtime.AddCleanup(d, in.forget, h)
 	return d
+}
+
+// forget removes h's entry once its descriptor is collected, unless a
+// lookup has put a live one in its place since.
+func (in *Interner) forget(h uint64) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if w, ok := in.m[h]; ok && w.Value() == nil {
+		delete(in.m, h)
+	}
+}
+
+// keyMatches reports whether d is the descriptor key (see Decoder.desc)
+// describes.
+func keyMatches(d *metric.Desc, key []byte) bool {
+	if len(key) == 0 || metric.Type(key[0]) != d.Type {
+		return false
+	}
+	p := payloadReader{b: key[1:]}
+	if string(p.str("name")) != d.Name || string(p.str("help")) != d.Help || p.uvarint("labels") != uint64(len(d.Labels)) {
+		return false
+	}
+	for _, l := range d.Labels {
+		if string(p.str("label name")) != l.Name || string(p.str("label value")) != l.Value {
+			return false
+		}
+	}
+	return p.err == nil && len(p.b) == 0
 }
 
 // Decoder holds the receiving side of one connection.
@@ -141,6 +191,16 @@ type Decoder struct {
 	vals []float64
 	// Values counts decoded values, for throughput accounting.
 	Values uint64
+	// BadFrames counts values frames whose codes did not decode: each
+	// costs its stream until its next keyframe, not the connection.
+	BadFrames uint64
+	badNode   string // the node of the last one
+	// CheckRelayed: a relayed stream's value codes are checked before
+	// they are passed on, and a frame that fails ends the connection.
+	// Without it they are passed on as they came, and whoever decodes
+	// them (the server) drops a bad one and asks for a keyframe; an
+	// aggregator then does no work per value.
+	CheckRelayed bool
 	// Now is when the frame being decoded was read, if the caller knows
 	// (RelayFrame.Arrived).
 	Now time.Time
@@ -165,9 +225,9 @@ type decStream struct {
 	prevD int64
 	ready bool // a schema has been received
 	// check: the stream is relayed (RelayHandler), so its values are
-	// only checked, against chk instead of state; its order is kept as
-	// runs ((start, length) pairs, usually one) of n series rather than
-	// idx and seq.
+	// passed on unread, or with CheckRelayed only checked, against chk
+	// instead of state; its order is kept as runs ((start, length)
+	// pairs, usually one) of n series rather than idx and seq.
 	check bool
 	chk   []chkState
 	runs  []int32
@@ -177,6 +237,9 @@ type decStream struct {
 	src   *RelaySource
 	// keyAsked: a keyframe was requested and has not come yet.
 	keyAsked bool
+	// broken: a values frame did not decode, so the value state is lost
+	// until a keyframe or a reset schema.
+	broken bool
 }
 
 // NewDecoder returns a decoder bounded by lim, interning descriptors in in
@@ -327,7 +390,9 @@ func (d *Decoder) schema(payload []byte, h Handler) error {
 	// A server holds thousands of streams: no append doubling.
 	s.descs = grow(s.descs, nNew)
 	if s.check {
-		s.chk = grow(s.chk, nNew)
+		if d.CheckRelayed {
+			s.chk = grow(s.chk, nNew)
+		}
 	} else {
 		s.state = grow(s.state, nNew)
 	}
@@ -363,7 +428,7 @@ func (d *Decoder) schema(payload []byte, h Handler) error {
 	}
 	// New entries start from the initial state.
 	if s.check {
-		for len(s.chk) < len(s.descs) {
+		for d.CheckRelayed && len(s.chk) < len(s.descs) {
 			s.chk = append(s.chk, 0)
 		}
 	} else {
@@ -505,19 +570,38 @@ func (d *Decoder) desc(p *payloadReader, prev *metric.Desc, table []*metric.Desc
 }
 
 // descFromKey builds a descriptor from a key written by Decoder.desc.
-func descFromKey(k []byte) *metric.Desc {
+func (in *Interner) descFromKey(k []byte) *metric.Desc {
 	p := payloadReader{b: k[1:]}
 	ds := &metric.Desc{Type: metric.Type(k[0])}
-	ds.Name = string(p.str("name"))
-	ds.Help = string(p.str("help"))
+	// Thousands of descriptors share a name, a help text and label names:
+	// one copy of each. Label values are copied, as job ids churn.
+	ds.Name = in.word(p.str("name"))
+	ds.Help = in.word(p.str("help"))
 	if n := p.uvarint("labels"); n > 0 {
 		ds.Labels = make([]metric.Label, n)
 		for i := range ds.Labels {
-			ds.Labels[i].Name = string(p.str("label name"))
+			ds.Labels[i].Name = in.word(p.str("label name"))
 			ds.Labels[i].Value = string(p.str("label value"))
 		}
 	}
 	return ds
+}
+
+// maxWords bounds the names and help texts an Interner shares; beyond it
+// they are copied.
+const maxWords = 1 << 16
+
+// word returns b as a string shared by every descriptor that has it as
+// name, help or label name. Called with in.mu held.
+func (in *Interner) word(b []byte) string {
+	if w, ok := in.words[string(b)]; ok {
+		return w
+	}
+	w := string(b)
+	if len(in.words) < maxWords {
+		in.words[w] = w
+	}
+	return w
 }
 
 func appendBytes(dst, b []byte) []byte {
@@ -553,7 +637,7 @@ func (d *Decoder) values(payload []byte, h Handler, key bool) error {
 		if !ok {
 			return errNotRelay
 		}
-		if !checkCodes(p.b, s.runs, s.chk) {
+		if d.CheckRelayed && !checkCodes(p.b, s.runs, s.chk) {
 			return fmt.Errorf("%w: node %s: bad value codes", ErrMalformed, s.node)
 		}
 		d.Values += n
@@ -571,20 +655,45 @@ func (d *Decoder) values(payload []byte, h Handler, key bool) error {
 		*f = RelayFrame{} // keep nothing alive
 		return nil
 	}
+	t := time.Unix(0, s.prevT)
+	if key || s.fresh {
+		s.broken, s.keyAsked, s.fresh = false, false, false
+	} else if s.broken {
+		d.badFrame(s, id, t, h)
+		return nil
+	}
 	d.br = bitReader{buf: p.b}
 	vals := d.vals[:0]
 	for _, i := range s.idx {
 		v, ok := decodeValue(&d.br, &s.state[i])
 		if !ok {
-			return fmt.Errorf("%w: node %s: bad value code for %s", ErrMalformed, s.node, s.descs[i].Name)
+			d.BadFrames++
+			d.badFrame(s, id, t, h)
+			return nil
 		}
 		vals = append(vals, v)
 	}
 	if d.br.pos != len(d.br.buf) {
-		return fmt.Errorf("%w: node %s: %d trailing bytes after values", ErrMalformed, s.node, len(d.br.buf)-d.br.pos)
+		d.BadFrames++
+		d.badFrame(s, id, t, h)
+		return nil
 	}
 	d.vals = vals
 	d.Values += uint64(len(vals))
-	h.Tick(s.node, time.Unix(0, s.prevT), s.seq, vals)
+	h.Tick(s.node, t, s.seq, vals)
 	return nil
+}
+
+// badFrame drops a values frame of s stamped t that did not decode, or
+// came while s waits for a keyframe after one that did not. Only s pays:
+// relaying aggregators pass value codes on unchecked, so one node's bad
+// frame reaches the server on a connection carrying thousands of others.
+// The tick becomes a gap, and the sender is asked for a keyframe once.
+func (d *Decoder) badFrame(s *decStream, id uint64, t time.Time, h Handler) {
+	s.broken, d.badNode = true, s.node
+	if !s.keyAsked {
+		s.keyAsked = true
+		d.keyReq = append(d.keyReq, id)
+	}
+	h.Gap(s.node, t, t)
 }

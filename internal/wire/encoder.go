@@ -79,6 +79,27 @@ func (e *Encoder) remember(s *Stream) {
 	}
 }
 
+// dropKnown removes the entries of known that point into s's table, before
+// the table changes other than by appending (a reset or a compaction):
+// known must not keep alive a descriptor no table holds (which would also
+// keep it in the Interner), as series churn for hours.
+func (e *Encoder) dropKnown(s *Stream) {
+	for _, d := range s.descs {
+		if r, ok := e.known[d]; ok && r.s == s {
+			delete(e.known, d)
+		}
+	}
+}
+
+// addKnown offers the first n entries of s's table to known again.
+func (e *Encoder) addKnown(s *Stream, n int) {
+	for i, d := range s.descs[:n] {
+		if _, ok := e.known[d]; !ok {
+			e.known[d] = descRef{s, int32(i)}
+		}
+	}
+}
+
 // Stream is one node's series on an Encoder.
 type Stream struct {
 	// The fields a relayed tick uses come first: one cache line.
@@ -191,6 +212,7 @@ func (e *Encoder) appendSchema(dst []byte, s *Stream) []byte {
 	compact := false
 	if reset {
 		clear(e.index)
+		e.dropKnown(s)
 		e.entries -= len(s.descs)
 		s.descs = s.descs[:0]
 		s.state = s.state[:0]
@@ -204,10 +226,12 @@ func (e *Encoder) appendSchema(dst []byte, s *Stream) []byte {
 				added++
 			}
 		}
-		if len(s.descs)+added > tableLimit(len(s.seq)) {
+		if added > 0 && len(s.descs)+added > tableLimit(len(s.seq)) {
 			compact = true
 			e.entries -= len(s.descs)
+			e.dropKnown(s)
 			s.compact()
+			e.addKnown(s, len(s.descs))
 			e.entries += len(s.descs)
 			clear(e.index)
 			for i, d := range s.descs {
@@ -347,9 +371,14 @@ func grow[T any](s []T, n int) []T {
 	return ns
 }
 
-// tableLimit is the table size that triggers compaction for a tick of n
-// series.
-func tableLimit(n int) int { return min(2*n+64, 2*MaxSeries) }
+// tableLimit is the table size that triggers compaction when a tick of n
+// series adds entries. The spare entries let a series that leaves for a
+// while come back without being spelled out again; they are few because
+// every receiver on the path (each aggregator level) keeps a copy of every
+// node's table with its descriptors: with 2n+64, as before, 20,000 nodes
+// whose processes and jobs churn held hours of dead series, several
+// hundred bytes each in an aggregator.
+func tableLimit(n int) int { return min(n+4+n/64, 2*MaxSeries) }
 
 // compact keeps the table entries used by the previous order (s.idx).
 func (s *Stream) compact() {

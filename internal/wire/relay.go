@@ -119,8 +119,14 @@ func (e *Encoder) relaySchema(dst []byte, s *Stream, table []*metric.Desc, kept 
 		s.epoch = e.epoch
 		kept = 0
 	}
+	if reset || compact {
+		e.dropKnown(s)
+	}
 	e.entries += len(table) - len(s.descs)
 	s.descs = table[:len(table):len(table)]
+	if compact && !reset {
+		e.addKnown(s, kept)
+	}
 	e.newd = e.newd[:0]
 	for i := kept; i < len(table); i++ {
 		e.newd = append(e.newd, int32(i))

@@ -96,13 +96,16 @@ func checkStream(seed uint64, ticks int) [][]byte {
 }
 
 // sameVerdicts feeds frames (type byte, payload) to a full decoder and to
-// a checker and fails where they disagree: one refuses a frame the other
-// takes, or they read another time or count. It stops at the first
-// refused frame and returns how many frames were taken.
+// a checker (CheckRelayed) and fails where they disagree: one refuses a
+// frame the other takes, or they read another time or count. The decoder
+// refuses a values frame by dropping it (BadFrames), the checker with an
+// error. It stops at the first refused frame and returns how many frames
+// were taken.
 func sameVerdicts(t *testing.T, frames [][]byte) int {
 	t.Helper()
 	lim := Limits{MaxFrame: 1 << 16, MaxStreams: 16, MaxSeries: 256, MaxTotalSeries: 1024}
 	full, chk := NewDecoder(lim, nil), NewDecoder(lim, nil)
+	chk.CheckRelayed = true
 	var tr tickRec
 	var rr relayRec
 	for i, f := range frames {
@@ -110,12 +113,17 @@ func sameVerdicts(t *testing.T, frames [][]byte) int {
 			continue
 		}
 		tr, rr = tickRec{}, relayRec{}
+		bad := full.BadFrames
 		e1 := full.Decode(f[0], f[1:], &tr)
 		e2 := chk.Decode(f[0], f[1:], &rr)
-		if (e1 == nil) != (e2 == nil) {
-			t.Fatalf("frame %d (type %d, %d bytes): decoder says %v, checker %v", i, f[0], len(f)-1, e1, e2)
+		dropped := full.BadFrames != bad
+		if e1 != nil && dropped {
+			t.Fatalf("frame %d: the decoder both dropped the frame and failed: %v", i, e1)
 		}
-		if e1 != nil {
+		if (e1 == nil && !dropped) != (e2 == nil) {
+			t.Fatalf("frame %d (type %d, %d bytes): decoder says %v (dropped %v), checker %v", i, f[0], len(f)-1, e1, dropped, e2)
+		}
+		if e1 != nil || dropped {
 			return i
 		}
 		if !tr.t.Equal(rr.t) || tr.n != rr.n {

@@ -49,6 +49,9 @@ type ServerOptions struct {
 	Metrics StatsExporter
 	// Interner shares descriptors across connections (nil: a new one).
 	Interner *Interner
+	// CheckRelayedValues: a RelayHandler's streams have their value codes
+	// checked before they are passed on (Decoder.CheckRelayed).
+	CheckRelayedValues bool
 	// HandledBefore, if set, delays acknowledgements: only frames handled
 	// before the time it returns are acknowledged. An aggregator passes its
 	// upstream client's DeliveredBefore, so acknowledgements are end to end.
@@ -102,10 +105,26 @@ type ServerStats struct {
 	HandshakeTooLarge atomic.Uint64
 	FrameAuthFailures atomic.Uint64
 
+	// BadValueFrames counts values frames that did not decode: each was
+	// dropped with its stream's frames up to its next keyframe, and the
+	// connection kept.
+	BadValueFrames atomic.Uint64
+
 	Frames atomic.Uint64
 	Values atomic.Uint64
 	Bytes  atomic.Uint64
 	Acks   atomic.Uint64 // Ack frames sent
+
+	interner atomic.Pointer[Interner] // set by Serve
+}
+
+// Interned is the number of descriptors the listener's interner holds (0
+// before Serve).
+func (st *ServerStats) Interned() int {
+	if in := st.interner.Load(); in != nil {
+		return in.Len()
+	}
+	return 0
 }
 
 // StatsExporter publishes a listener's counters from Export until stop is
@@ -306,6 +325,9 @@ func Serve(ctx context.Context, ln net.Listener, opts ServerOptions, h Handler) 
 	}
 	if opts.Interner == nil {
 		opts.Interner = NewInterner(0)
+	}
+	if opts.Stats != nil {
+		opts.Stats.interner.Store(opts.Interner)
 	}
 	def := func(v *int, d int) {
 		if *v <= 0 {
@@ -514,7 +536,11 @@ func serveConn(ctx context.Context, conn net.Conn, o *ServerOptions, log *slog.L
 	defer st.Active.Add(-1)
 	log.Debug("peer connected", "peer", addr, "name", name)
 	h.Connect(peer)
-	err = readLoop(ctx, conn, br, fr, send, o, h)
+	badValues := func(node string) {
+		nt.log(log, slog.LevelWarn, "bad-values", src+" "+node, "dropped a values frame that did not decode; the node's stream resumes at its next keyframe",
+			"peer", addr, "name", name, "node", node)
+	}
+	err = readLoop(ctx, conn, br, fr, send, o, h, badValues)
 	switch {
 	case err == nil || errors.Is(err, io.EOF) || ctx.Err() != nil:
 		err = nil
@@ -638,8 +664,10 @@ func (a *acker) ack(now time.Time, final bool) error {
 // handled bytes, so a sender learns which ticks were handled before a
 // crash here and reports the others as gaps; with HandledBefore a frame
 // counts once the handler's own upstream has it.
-func readLoop(ctx context.Context, conn net.Conn, br *bufio.Reader, fr *FrameReader, send *frameMAC, o *ServerOptions, h Handler) error {
+func readLoop(ctx context.Context, conn net.Conn, br *bufio.Reader, fr *FrameReader, send *frameMAC, o *ServerOptions, h Handler,
+	badValues func(node string)) error {
 	dec := NewDecoder(o.Limits, o.Interner)
+	dec.CheckRelayed = o.CheckRelayedValues
 	st := o.Stats
 	a := &acker{conn: conn, send: send, st: st, interval: o.AckInterval, bytes: uint64(o.AckBytes),
 		nextAt: uint64(o.AckBytes), before: o.HandledBefore}
@@ -726,7 +754,7 @@ func readLoop(ctx context.Context, conn net.Conn, br *bufio.Reader, fr *FrameRea
 			a.handled(size, now)
 			continue
 		}
-		before := dec.Values
+		before, bad := dec.Values, dec.BadFrames
 		var unkept uint64
 		if keeper != nil {
 			unkept = keeper.Unkept()
@@ -747,6 +775,10 @@ func readLoop(ctx context.Context, conn net.Conn, br *bufio.Reader, fr *FrameRea
 		}
 		if n := dec.Values - before; n > 0 {
 			st.Values.Add(n)
+		}
+		if dec.BadFrames != bad {
+			st.BadValueFrames.Add(dec.BadFrames - bad)
+			badValues(dec.badNode)
 		}
 		a.handled(size, now)
 		if drainer != nil && br.Buffered() == 0 {

@@ -32,10 +32,10 @@ func (e exporter) Export(st *wire.ServerStats) (func(), error) {
 // statsCollector exposes a ServerStats as vigil_wire_* metrics, read at
 // scrape time from the atomics Serve already keeps.
 type statsCollector struct {
-	st                                                          *wire.ServerStats
-	accepted, rejected, active, handshaking                     *prometheus.Desc
-	authFailures, tooLarge, frameAuth, protocol, frames, values *prometheus.Desc
-	bytes, acks                                                 *prometheus.Desc
+	st                                                                     *wire.ServerStats
+	accepted, rejected, active, handshaking                                *prometheus.Desc
+	authFailures, tooLarge, frameAuth, protocol, frames, values, badValues *prometheus.Desc
+	bytes, acks, interned                                                  *prometheus.Desc
 }
 
 func newStatsCollector(st *wire.ServerStats) *statsCollector {
@@ -54,14 +54,16 @@ func newStatsCollector(st *wire.ServerStats) *statsCollector {
 		protocol:     d("protocol_errors_total", "Connections closed for a malformed, oversized or unknown frame, or a failed handshake."),
 		frames:       d("frames_received_total", "Frames received after the handshake."),
 		values:       d("values_received_total", "Values decoded."),
+		badValues:    d("bad_value_frames_total", "Values frames whose codes did not decode: dropped, with their stream's frames up to its next keyframe (the connection is kept)."),
 		bytes:        d("bytes_received_total", "Frame bytes received after the handshake."),
+		interned:     d("interned_descriptors", "Series descriptors interned: one per distinct series the connections' stream tables hold (forgotten once none holds it)."),
 		acks:         d("acks_sent_total", "Acknowledgements sent (batched: at most about one per connection and ack interval)."),
 	}
 }
 
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.accepted, c.rejected, c.active, c.handshaking, c.authFailures,
-		c.tooLarge, c.frameAuth, c.protocol, c.frames, c.values, c.bytes, c.acks} {
+		c.tooLarge, c.frameAuth, c.protocol, c.frames, c.values, c.badValues, c.bytes, c.acks, c.interned} {
 		ch <- d
 	}
 }
@@ -78,6 +80,8 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.authFailures, st.AuthFailures.Load())
 	counter(c.tooLarge, st.HandshakeTooLarge.Load())
 	counter(c.frameAuth, st.FrameAuthFailures.Load())
+	counter(c.badValues, st.BadValueFrames.Load())
+	ch <- prometheus.MustNewConstMetric(c.interned, prometheus.GaugeValue, float64(st.Interned()))
 	counter(c.protocol, st.ProtocolErrors.Load())
 	counter(c.frames, st.Frames.Load())
 	counter(c.values, st.Values.Load())

@@ -1,20 +1,40 @@
-package server
+// Package gctune sets the Go garbage collector's target for daemons whose
+// live heap is large and slowly allocated (the server's TSDB head, an
+// aggregator's copies of its nodes' tables): collecting before the heap
+// doubles costs them little CPU and keeps RSS near the live heap. GOGC and
+// GOMEMLIMIT in the environment win.
+package gctune
 
 import (
 	"bufio"
 	"bytes"
+	"log/slog"
+	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 )
 
-// gcPercent is the server's GOGC unless the environment sets one.
-const gcPercent = 50
+// GOGCSet reports whether the environment sets GOGC, which then wins over
+// any target a daemon would choose.
+func GOGCSet() bool { return os.Getenv("GOGC") != "" }
 
-// passGCPercent is the GOGC while a rollup pass runs: its bursts of block
-// writing and compaction would otherwise grow the heap by half the live
-// heap every 30 minutes (store.RollupOptions.PassGCPercent).
-const passGCPercent = 20
+// Apply sets the GC target to gcPercent unless GOGC is set and, under a
+// cgroup memory limit, lets the heap use most of it before the GC works
+// harder, instead of growing to twice the live heap and being killed,
+// unless GOMEMLIMIT is set.
+func Apply(log *slog.Logger, gcPercent int) {
+	if !GOGCSet() {
+		debug.SetGCPercent(gcPercent)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		if l := cgroupMemoryLimit(os.ReadFile); l > 0 {
+			debug.SetMemoryLimit(int64(float64(l) * memLimitRatio))
+			log.Info("Go memory limit set from the cgroup's", "cgroup_bytes", l, "ratio", memLimitRatio)
+		}
+	}
+}
 
 // memLimitRatio is the share of a cgroup memory limit the Go heap may
 // grow to before the garbage collector works harder; Prometheus'
