@@ -52,7 +52,7 @@ type Config struct {
 	DebugPprof bool
 	// CheckValues checks relayed value codes before passing them on
 	// (wire.ServerOptions.CheckRelayedValues); without it the aggregator
-	// does no work per value and the server isolates a bad frame.
+	// reads no value codes and the server isolates a bad frame.
 	CheckValues bool
 }
 

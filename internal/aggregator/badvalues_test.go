@@ -82,7 +82,7 @@ func (s *spoiler) run(t *testing.T, ln net.Listener, to string) {
 }
 
 // TestBadValuesThroughTree: one node's values frame that does not decode
-// passes the aggregator unchecked (no work per value there) and is dropped
+// passes the aggregator unchecked (its codes unread there) and is dropped
 // by the decoding top as a gap; the connections stay up, the other node
 // loses nothing, and the node resumes at the keyframe the top asks for
 // through the aggregator.

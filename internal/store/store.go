@@ -142,6 +142,11 @@ type nodeCache struct {
 	series   map[*metric.Desc]*seriesRef
 	up       seriesRef
 	lastUsed time.Time // wall clock of the last append, for the idle sweep
+	// gen numbers the sweep periods of at least CacheIdle since genAt;
+	// an entry not used in a whole period (a finished process's or job's
+	// series) is dropped, so churning series do not fill the cache.
+	gen   uint32
+	genAt time.Time
 }
 
 // seriesRef is what steady-state appends need: the TSDB's reference and
@@ -151,6 +156,7 @@ type seriesRef struct {
 	lset labels.Labels
 	dec  *decimal   // stored as integers (scale.go); nil: as they are
 	twin *seriesRef // where values dec cannot represent go; made on first use
+	seen uint32     // the node's gen when last appended to
 }
 
 // Open opens (or creates) the store in opts.Dir, replaying the WAL.
@@ -358,6 +364,7 @@ func (s *Store) AppendTick(node string, t time.Time, descs []*metric.Desc, value
 			s.rollback(app, g)
 			return err
 		}
+		sr.seen = nc.gen
 		if sr.dec != nil {
 			if j, ok := sr.dec.encode(v); ok {
 				v = j
@@ -514,7 +521,8 @@ func (s *Store) SetUp(node string, t time.Time, up bool) error {
 	return nil
 }
 
-// Gap records that NODE sent nothing between from and to: every series of
+// Gap records that NODE sent nothing between from and to (inclusive: the
+// ticks stamped from through to were lost): every series of
 // the node whose last sample lies before from (within the lookback window)
 // gets a stale marker at from, so PromQL shows the gap as missing data
 // instead of carrying the last value forward for five minutes. Series with
@@ -523,8 +531,10 @@ func (s *Store) Gap(node string, from, to time.Time) error {
 	if node == "" {
 		return errors.New("store: gap: empty node name")
 	}
-	if !to.After(from) {
-		return fmt.Errorf("store: gap of node %q: end %s not after start %s", node, to.Format(time.RFC3339Nano), from.Format(time.RFC3339Nano))
+	// from == to is one lost tick, as a client reports a single dropped
+	// tick and a decoder a single bad values frame.
+	if to.Before(from) {
+		return fmt.Errorf("store: gap of node %q: end %s before start %s", node, to.Format(time.RFC3339Nano), from.Format(time.RFC3339Nano))
 	}
 	ts := from.UnixMilli()
 	if err := s.tooFar(ts); err != nil {
@@ -640,7 +650,8 @@ func (s *Store) node(name string) *nodeCache {
 	defer s.mu.Unlock()
 	nc := s.nodes[name]
 	if nc == nil {
-		nc = &nodeCache{series: map[*metric.Desc]*seriesRef{}, lastUsed: time.Now()}
+		now := time.Now()
+		nc = &nodeCache{series: map[*metric.Desc]*seriesRef{}, lastUsed: now, genAt: now}
 		s.nodes[name] = nc
 	}
 	return nc
@@ -674,22 +685,40 @@ func (s *Store) ref(nc *nodeCache, node string, d *metric.Desc) (*seriesRef, err
 }
 
 // sweep drops the caches of nodes idle longer than CacheIdle, releasing
-// their descriptors. It runs every few thousand ticks.
+// their descriptors, and in other nodes the entries not appended to for a
+// whole period of at least CacheIdle, at most maxPrunes nodes a call so
+// the store's lock is held briefly. It runs every few thousand ticks.
 func (s *Store) sweep() {
-	cutoff := time.Now().Add(-s.opts.CacheIdle)
+	now := time.Now()
+	cutoff := now.Add(-s.opts.CacheIdle)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	pruned := 0
 	for name, nc := range s.nodes {
 		if !nc.mu.TryLock() {
 			continue // busy, so not idle
 		}
-		if nc.lastUsed.Before(cutoff) {
+		switch {
+		case nc.lastUsed.Before(cutoff):
 			s.cached -= len(nc.series)
 			delete(s.nodes, name)
+		case nc.genAt.Before(cutoff) && pruned < maxPrunes:
+			for d, sr := range nc.series {
+				if sr.seen != nc.gen {
+					delete(nc.series, d)
+					s.cached--
+				}
+			}
+			nc.gen++
+			nc.genAt = now
+			pruned++
 		}
 		nc.mu.Unlock()
 	}
 }
+
+// maxPrunes bounds the nodes one sweep prunes (a few hundred entries each).
+const maxPrunes = 256
 
 // --- Hooks for benchmarks and rollups (issue 4). ---
 

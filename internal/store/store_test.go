@@ -217,8 +217,16 @@ func TestGapWritesStaleMarkers(t *testing.T) {
 	if other := got[`{__name__="node_load1", node="cn02"}`]; len(other) != 3 {
 		t.Errorf("cn02 was touched by cn01's gap: %v", other)
 	}
-	if err := s.Gap("cn01", to, from); err == nil || !strings.Contains(err.Error(), "not after start") {
+	if err := s.Gap("cn01", to, from); err == nil || !strings.Contains(err.Error(), "before start") {
 		t.Errorf("reversed gap: err = %v", err)
+	}
+	// One lost tick: from == to marks cn02's series stale at it.
+	one := base.Add(4 * time.Second)
+	if err := s.Gap("cn02", one, one); err != nil {
+		t.Fatalf("one-tick gap: %v", err)
+	}
+	if l := readAll(t, s, labels.MustNewMatcher(labels.MatchEqual, NodeLabel, "cn02"))[`{__name__="node_load1", node="cn02"}`]; len(l) != 4 || l[3].T != one.UnixMilli() || !value.IsStaleNaN(l[3].V) {
+		t.Errorf("cn02 load1 after a one-tick gap = %v, want a stale marker at %d", l, one.UnixMilli())
 	}
 	// Data after the gap appends normally.
 	if err := s.AppendTick("cn01", to, descs, []float64{7, 8}, false); err != nil {

@@ -98,6 +98,9 @@ type Interner struct {
 	m      map[uint64]weak.Pointer[metric.Desc]
 	words  map[string]string
 	max    int
+	// forgetFn is forget as a func value, made once: a method value
+	// made per descriptor would allocate each time.
+	forgetFn func(uint64)
 	Misses atomic.Uint64 // descriptors not interned: the interner was full, or (rarely) two keys' hashes met
 }
 
@@ -106,7 +109,9 @@ func NewInterner(max int) *Interner {
 	if max <= 0 {
 		max = 1 << 20
 	}
-	return &Interner{seed: maphash.MakeSeed(), m: map[uint64]weak.Pointer[metric.Desc]{}, words: map[string]string{}, max: max}
+	in := &Interner{seed: maphash.MakeSeed(), m: map[uint64]weak.Pointer[metric.Desc]{}, words: map[string]string{}, max: max}
+	in.forgetFn = in.forget
+	return in
 }
 
 // Len is the number of interned descriptors, counting those collected
@@ -140,7 +145,7 @@ func (in *Interner) lookup(key []byte) *metric.Desc {
 		return d
 	}
 	in.m[h] = weak.Make(d)
-	runtime.AddCleanup(d, in.forget, h)
+	runtime.AddCleanup(d, in.forgetFn, h)
 	return d
 }
 
@@ -199,7 +204,7 @@ type Decoder struct {
 	// they are passed on, and a frame that fails ends the connection.
 	// Without it they are passed on as they came, and whoever decodes
 	// them (the server) drops a bad one and asks for a keyframe; an
-	// aggregator then does no work per value.
+	// aggregator then reads no value codes.
 	CheckRelayed bool
 	// Now is when the frame being decoded was read, if the caller knows
 	// (RelayFrame.Arrived).
