@@ -93,15 +93,15 @@ func (l Limits) withDefaults() Limits {
 // key itself is not kept. It holds at most max entries; beyond that new
 // descriptors are returned un-interned (and counted).
 type Interner struct {
-	mu     sync.Mutex
-	seed   maphash.Seed
-	m      map[uint64]weak.Pointer[metric.Desc]
-	words  map[string]string
-	max    int
+	mu    sync.Mutex
+	seed  maphash.Seed
+	m     map[uint64]weak.Pointer[metric.Desc]
+	words map[string]string
+	max   int
 	// forgetFn is forget as a func value, made once: a method value
 	// made per descriptor would allocate each time.
 	forgetFn func(uint64)
-	Misses atomic.Uint64 // descriptors not interned: the interner was full, or (rarely) two keys' hashes met
+	Misses   atomic.Uint64 // descriptors not interned: the interner was full, or (rarely) two keys' hashes met
 }
 
 // NewInterner holds up to max descriptors (<= 0: one million).
