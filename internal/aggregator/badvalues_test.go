@@ -97,14 +97,9 @@ func TestBadValuesThroughTree(t *testing.T) {
 	pln := listen(t)
 	sp := &spoiler{at: 5}
 	go sp.run(t, pln, a1.Addr())
-	child, err := wire.NewClient(wire.ClientOptions{Addrs: []string{pln.Addr().String()}, Name: "rack", Log: quiet(), KeyframeEvery: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go child.Run(ctx)
+	child, streams := rackChild(t, ctx, pln.Addr().String(), nil)
 	descs := []*metric.Desc{metric.NewDesc("c", "", metric.Counter), metric.NewDesc("r", "", metric.Gauge)}
 	nodes := []string{"cn1", "cn2"}
-	streams := []*wire.ClientStream{child.NewStream(nodes[0]), child.NewStream(nodes[1])}
 	const iv = 20 * time.Millisecond
 	base := time.Now().Truncate(iv)
 	sent := map[string]map[int64][2]uint64{"cn1": {}, "cn2": {}}

@@ -306,14 +306,9 @@ func asksForKeyframe(t *testing.T, key []byte) {
 	}
 	a2 := agg("a2", topAddr)
 	a1 := agg("a1", a2.Addr())
-	child, err := wire.NewClient(wire.ClientOptions{Addrs: []string{a1.Addr()}, Name: "rack", Log: quiet(), KeyframeEvery: 1 << 20, Key: key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go child.Run(ctx)
+	child, streams := rackChild(t, ctx, a1.Addr(), key)
 	descs := []*metric.Desc{metric.NewDesc("c", "", metric.Counter), metric.NewDesc("r", "", metric.Gauge)}
 	nodes := []string{"cn1", "cn2"}
-	streams := []*wire.ClientStream{child.NewStream(nodes[0]), child.NewStream(nodes[1])}
 	const iv = 20 * time.Millisecond
 	base := time.Now().Truncate(iv)
 	sent := map[string]map[int64][2]uint64{"cn1": {}, "cn2": {}}
@@ -367,4 +362,16 @@ func asksForKeyframe(t *testing.T, key []byte) {
 	if n := child.Stats().Connects.Load() + a1.client.Stats().Connects.Load(); n != 2 {
 		t.Errorf("child and a1 connected %d times; want once each (a request must not break a link)", n)
 	}
+}
+
+// rackChild runs a client named rack to addr with streams of cn1 and cn2,
+// sending keyframes only when asked.
+func rackChild(t *testing.T, ctx context.Context, addr string, key []byte) (*wire.Client, []*wire.ClientStream) {
+	t.Helper()
+	child, err := wire.NewClient(wire.ClientOptions{Addrs: []string{addr}, Name: "rack", Log: quiet(), KeyframeEvery: 1 << 20, Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go child.Run(ctx)
+	return child, []*wire.ClientStream{child.NewStream("cn1"), child.NewStream("cn2")}
 }

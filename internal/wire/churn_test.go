@@ -1,9 +1,6 @@
 package wire
 
 import (
-	"bytes"
-	"errors"
-	"io"
 	"runtime"
 	"strconv"
 	"testing"
@@ -38,18 +35,8 @@ func (r *relayTo) RelayTick(node string, _ time.Time, f *RelayFrame) {
 
 func decodeAll(t *testing.T, dec *Decoder, h Handler, data []byte) {
 	t.Helper()
-	fr := NewFrameReader(bytes.NewReader(data), 0)
-	for {
-		typ, payload, err := fr.Next()
-		if errors.Is(err, io.EOF) {
-			return
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := dec.Decode(typ, payload, h); err != nil {
-			t.Fatal(err)
-		}
+	if _, err := decodeAllInto(dec, h, data); err != nil {
+		t.Fatal(err)
 	}
 }
 
