@@ -243,8 +243,10 @@ type decStream struct {
 	// keyAsked: a keyframe was requested and has not come yet.
 	keyAsked bool
 	// broken: a values frame did not decode, so the value state is lost
-	// until a keyframe or a reset schema.
-	broken bool
+	// until a keyframe or a reset schema; the ticks lost meanwhile are
+	// stamped lostFrom through lostTo.
+	broken           bool
+	lostFrom, lostTo time.Time
 }
 
 // NewDecoder returns a decoder bounded by lim, interning descriptors in in
@@ -662,6 +664,9 @@ func (d *Decoder) values(payload []byte, h Handler, key bool) error {
 	}
 	t := time.Unix(0, s.prevT)
 	if key || s.fresh {
+		if s.broken && s.lostTo.After(s.lostFrom) {
+			h.Gap(s.node, s.lostFrom, s.lostTo) // the whole loss, once
+		}
 		s.broken, s.keyAsked, s.fresh = false, false, false
 	} else if s.broken {
 		d.badFrame(s, id, t, h)
@@ -693,12 +698,17 @@ func (d *Decoder) values(payload []byte, h Handler, key bool) error {
 // came while s waits for a keyframe after one that did not. Only s pays:
 // relaying aggregators pass value codes on unchecked, so one node's bad
 // frame reaches the server on a connection carrying thousands of others.
-// The tick becomes a gap, and the sender is asked for a keyframe once.
+// The first lost tick is a gap at once (the node's series go stale there),
+// the whole loss another when the stream resumes; the sender is asked for
+// a keyframe once.
 func (d *Decoder) badFrame(s *decStream, id uint64, t time.Time, h Handler) {
-	s.broken, d.badNode = true, s.node
+	if !s.broken {
+		s.broken, s.lostFrom, d.badNode = true, t, s.node
+		h.Gap(s.node, t, t)
+	}
+	s.lostTo = t
 	if !s.keyAsked {
 		s.keyAsked = true
 		d.keyReq = append(d.keyReq, id)
 	}
-	h.Gap(s.node, t, t)
 }

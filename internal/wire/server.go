@@ -326,9 +326,7 @@ func Serve(ctx context.Context, ln net.Listener, opts ServerOptions, h Handler) 
 	if opts.Interner == nil {
 		opts.Interner = NewInterner(0)
 	}
-	if opts.Stats != nil {
-		opts.Stats.interner.Store(opts.Interner)
-	}
+	opts.Stats.interner.Store(opts.Interner)
 	def := func(v *int, d int) {
 		if *v <= 0 {
 			*v = d
