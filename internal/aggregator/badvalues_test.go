@@ -31,8 +31,8 @@ func (h *gapTop) Gap(node string, from, to time.Time) {
 // payload of one values frame of stream 1 (checksum mended): value codes
 // that do not decode, on a link without a key.
 type spoiler struct {
-	at      int // the values frame of stream 1 to spoil, counting from 0
-	seen    int
+	at      int64        // the values frame of stream 1 to spoil, counting from 0
+	seen    atomic.Int64 // connections after a reconnect share the count
 	spoiled atomic.Bool
 }
 
@@ -63,11 +63,10 @@ func (s *spoiler) run(t *testing.T, ln net.Listener, to string) {
 				}
 				payload := rest[:n]
 				if id, k := binary.Uvarint(payload); hdr[5]&0x7f == 17 && k > 0 && id == 1 {
-					if s.seen == s.at {
+					if s.seen.Add(1)-1 == s.at {
 						payload = append(payload, 0xff)
 						s.spoiled.Store(true)
 					}
-					s.seen++
 				}
 				out := binary.BigEndian.AppendUint32(nil, uint32(len(payload)))
 				out = append(out, hdr[4:6]...)
