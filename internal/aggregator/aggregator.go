@@ -352,13 +352,13 @@ func (a *Aggregator) stream(node string, first *metric.Desc) *fwdStream {
 // its forwarding once bound, whatever its series become; it is bound on
 // its first frame by node and first series, so a child that connects
 // again continues the streams it had.
-func (a *Aggregator) relayStream(node string, src *wire.RelaySource, table []*metric.Desc, runs []int32) *wire.ClientStream {
+func (a *Aggregator) relayStream(node string, src *wire.RelaySource, table wire.Table, runs []int32) *wire.ClientStream {
 	if fs, ok := src.Fwd.(*fwdStream); ok {
 		return fs.rs
 	}
 	var first *metric.Desc
 	if len(runs) > 0 {
-		first = table[runs[0]]
+		first = table.At(int(runs[0]))
 	}
 	fs := a.stream(node, first)
 	if fs.rs == nil {

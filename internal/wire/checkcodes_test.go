@@ -136,7 +136,7 @@ func (c *captureRelay) RelayTick(_ string, _ time.Time, f *RelayFrame) {
 	p := payloadReader{b: f.Body}
 	p.varint("time")
 	p.uvarint("value count")
-	c.frames = append(c.frames, capturedFrame{slices.Clone(p.b), slices.Clone(f.Runs), len(f.Table)})
+	c.frames = append(c.frames, capturedFrame{slices.Clone(p.b), slices.Clone(f.Runs), f.Table.Len()})
 }
 
 // BenchmarkCheckCodes checks values frames of 320 series, 7 in 10 of them

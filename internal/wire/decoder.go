@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -222,7 +221,7 @@ type Decoder struct {
 
 type decStream struct {
 	node  string
-	descs []*metric.Desc // table
+	descs Table
 	state []valState
 	idx   []int32
 	seq   []*metric.Desc
@@ -371,31 +370,27 @@ func (d *Decoder) schema(payload []byte, h Handler) error {
 	if flags&^(schemaReset|schemaCompact) != 0 {
 		return fmt.Errorf("%w: schema flags %#x", ErrMalformed, flags)
 	}
-	// A relayed stream's table is shared with the relay (RelaySchema), so
-	// it is never changed in place: reset and compaction work on a copy;
-	// appends go past the length any relay saw.
+	// A table is shared with the relay (RelaySchema) and in part with
+	// other streams' tables (Table), so it is never changed in place:
+	// reset and compaction make new arrays; appends go past the length
+	// any relay saw.
 	if flags&schemaReset != 0 {
-		d.total -= len(s.descs)
-		s.descs, s.state, s.chk = s.descs[:0], s.state[:0], s.chk[:0]
-		if s.check {
-			s.descs = nil
-		}
+		d.total -= s.descs.Len()
+		s.descs, s.state, s.chk = Table{}, s.state[:0], s.chk[:0]
 		s.prevT, s.prevD = 0, 0
 	} else if flags&schemaCompact != 0 {
-		d.total -= len(s.descs)
+		d.total -= s.descs.Len()
 		if s.check {
 			d.used = expandRuns(d.used[:0], s.runs)
-			s.descs, s.chk = compactTable(slices.Clone(s.descs), s.chk, d.used)
+			s.descs, s.chk = compactTable(s.descs, s.chk, d.used)
 		} else {
 			s.descs, s.state = compactTable(s.descs, s.state, s.idx)
 		}
-		d.total += len(s.descs)
+		d.total += s.descs.Len()
 	}
-	if len(s.descs)+nNew > 2*d.lim.MaxSeries || d.total+nNew > d.lim.MaxTotalSeries {
+	if s.descs.Len()+nNew > 2*d.lim.MaxSeries || d.total+nNew > d.lim.MaxTotalSeries {
 		return fmt.Errorf("%w: descriptor table of node %s", ErrLimit, s.node)
 	}
-	// A server holds thousands of streams: no append doubling.
-	s.descs = grow(s.descs, nNew)
 	if s.check {
 		if d.CheckRelayed {
 			s.chk = grow(s.chk, nNew)
@@ -413,13 +408,11 @@ func (d *Decoder) schema(payload []byte, h Handler) error {
 			if p.err != nil {
 				return p.err
 			}
-			if src == nil || n == 0 || n > uint64(nNew-added) || start > uint64(len(src.descs)) || n > uint64(len(src.descs))-start {
+			if src == nil || n == 0 || n > uint64(nNew-added) || start > uint64(src.descs.Len()) || n > uint64(src.descs.Len())-start {
 				return fmt.Errorf("%w: copy of %d descriptors from %d of an unknown or shorter table", ErrMalformed, n, start)
 			}
-			for i := range int(n) {
-				prev = src.descs[int(start)+i]
-				s.descs = append(s.descs, prev)
-			}
+			s.descs.copyFrom(src.descs, int(start), int(n))
+			prev = s.descs.At(s.descs.Len() - 1)
 			d.total += int(n)
 			added += int(n)
 			continue
@@ -428,18 +421,24 @@ func (d *Decoder) schema(payload []byte, h Handler) error {
 		if ds == nil {
 			return p.err
 		}
-		s.descs = append(s.descs, ds)
+		// A server holds thousands of streams: no append doubling. (A
+		// copied run may share its source's array instead: room is made
+		// as entries are spelled out.)
+		if cap(s.descs.own) == len(s.descs.own) {
+			s.descs.reserve(nNew - added)
+		}
+		s.descs.add(ds)
 		d.total++
 		added++
 		prev = ds
 	}
 	// New entries start from the initial state.
 	if s.check {
-		for d.CheckRelayed && len(s.chk) < len(s.descs) {
+		for d.CheckRelayed && len(s.chk) < s.descs.Len() {
 			s.chk = append(s.chk, 0)
 		}
 	} else {
-		for len(s.state) < len(s.descs) {
+		for len(s.state) < s.descs.Len() {
 			s.state = append(s.state, valState{})
 		}
 	}
@@ -462,16 +461,16 @@ func (d *Decoder) schema(payload []byte, h Handler) error {
 		if p.err != nil {
 			return p.err
 		}
-		if length == 0 || length > n-count || start < 0 || start > int64(len(s.descs)) ||
-			start+int64(length) > int64(len(s.descs)) {
-			return fmt.Errorf("%w: run of %d series from %d in a table of %d", ErrMalformed, length, start, len(s.descs))
+		if length == 0 || length > n-count || start < 0 || start > int64(s.descs.Len()) ||
+			start+int64(length) > int64(s.descs.Len()) {
+			return fmt.Errorf("%w: run of %d series from %d in a table of %d", ErrMalformed, length, start, s.descs.Len())
 		}
 		if s.check {
 			d.runs = append(d.runs, int32(start), int32(length))
 		} else {
 			for i := start; i < start+int64(length); i++ {
 				s.idx = append(s.idx, int32(i))
-				s.seq = append(s.seq, s.descs[i])
+				s.seq = append(s.seq, s.descs.At(int(i)))
 			}
 		}
 		count += length
@@ -511,7 +510,7 @@ func (d *Decoder) schema(payload []byte, h Handler) error {
 var errNotRelay = errors.New("wire: a relayed stream's frames decoded for a handler that does not relay")
 
 // desc reads one descriptor and interns it; nil on error (in p.err).
-func (d *Decoder) desc(p *payloadReader, prev *metric.Desc, table []*metric.Desc) *metric.Desc {
+func (d *Decoder) desc(p *payloadReader, prev *metric.Desc, table Table) *metric.Desc {
 	flags := p.byte1("descriptor flags")
 	typ := p.byte1("descriptor type")
 	if p.err != nil {
@@ -526,11 +525,11 @@ func (d *Decoder) desc(p *payloadReader, prev *metric.Desc, table []*metric.Desc
 		if p.err != nil {
 			return nil
 		}
-		if k >= uint64(len(table)) {
-			p.fail(fmt.Sprintf("descriptor reference %d in a table of %d", k, len(table)))
+		if k >= uint64(table.Len()) {
+			p.fail(fmt.Sprintf("descriptor reference %d in a table of %d", k, table.Len()))
 			return nil
 		}
-		prev, flags = table[k], descSameName|descSameHelp|descSameLabelNames
+		prev, flags = table.At(int(k)), descSameName|descSameHelp|descSameLabelNames
 	}
 	if prev == nil && flags != 0 {
 		p.fail("descriptor refers to a missing predecessor")

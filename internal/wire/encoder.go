@@ -53,7 +53,7 @@ type descRef struct {
 
 // valid reports whether r still names d in a table the peer has.
 func (e *Encoder) valid(r descRef, d *metric.Desc) bool {
-	return r.s.epoch == e.epoch && int(r.i) < len(r.s.descs) && r.s.descs[r.i] == d
+	return r.s.epoch == e.epoch && int(r.i) < r.s.descs.Len() && r.s.descs.At(int(r.i)) == d
 }
 
 // remember records the entries a schema added to s, and bounds known.
@@ -64,7 +64,7 @@ func (e *Encoder) remember(s *Stream) {
 			if st.epoch != e.epoch {
 				continue
 			}
-			for i, d := range st.descs {
+			for i, d := range st.descs.All() {
 				if _, ok := e.known[d]; !ok {
 					e.known[d] = descRef{st, int32(i)}
 				}
@@ -72,7 +72,7 @@ func (e *Encoder) remember(s *Stream) {
 		}
 	}
 	for _, i := range e.newd {
-		d := s.descs[i]
+		d := s.descs.At(int(i))
 		if r, ok := e.known[d]; !ok || !e.valid(r, d) {
 			e.known[d] = descRef{s, i}
 		}
@@ -84,7 +84,7 @@ func (e *Encoder) remember(s *Stream) {
 // known must not keep alive a descriptor no table holds (which would also
 // keep it in the Interner), as series churn for hours.
 func (e *Encoder) dropKnown(s *Stream) {
-	for _, d := range s.descs {
+	for _, d := range s.descs.All() {
 		if r, ok := e.known[d]; ok && r.s == s {
 			delete(e.known, d)
 		}
@@ -93,7 +93,8 @@ func (e *Encoder) dropKnown(s *Stream) {
 
 // addKnown offers the first n entries of s's table to known again.
 func (e *Encoder) addKnown(s *Stream, n int) {
-	for i, d := range s.descs[:n] {
+	for i := range n {
+		d := s.descs.At(i)
 		if _, ok := e.known[d]; !ok {
 			e.known[d] = descRef{s, int32(i)}
 		}
@@ -115,7 +116,7 @@ type Stream struct {
 
 	node string
 
-	descs []*metric.Desc // table known to the peer, by index
+	descs Table          // table known to the peer, by index
 	state []valState     // by table index
 	seq   []*metric.Desc // order of the last tick
 	idx   []int32        // table index of each seq entry
@@ -205,7 +206,7 @@ func (e *Encoder) AppendTick(dst []byte, s *Stream, t time.Time, descs []*metric
 // compacted when series churn would grow it past tableLimit.
 func (e *Encoder) appendSchema(dst []byte, s *Stream) []byte {
 	clear(e.index)
-	for i, d := range s.descs {
+	for i, d := range s.descs.All() {
 		e.index[d] = int32(i)
 	}
 	reset := s.epoch != e.epoch
@@ -213,8 +214,8 @@ func (e *Encoder) appendSchema(dst []byte, s *Stream) []byte {
 	if reset {
 		clear(e.index)
 		e.dropKnown(s)
-		e.entries -= len(s.descs)
-		s.descs = s.descs[:0]
+		e.entries -= s.descs.Len()
+		s.descs = Table{}
 		s.state = s.state[:0]
 		s.prevT, s.prevDt = 0, 0
 		s.epoch = e.epoch
@@ -226,15 +227,15 @@ func (e *Encoder) appendSchema(dst []byte, s *Stream) []byte {
 				added++
 			}
 		}
-		if added > 0 && len(s.descs)+added > tableLimit(len(s.seq)) {
+		if added > 0 && s.descs.Len()+added > tableLimit(len(s.seq)) {
 			compact = true
-			e.entries -= len(s.descs)
+			e.entries -= s.descs.Len()
 			e.dropKnown(s)
 			s.compact()
-			e.addKnown(s, len(s.descs))
-			e.entries += len(s.descs)
+			e.addKnown(s, s.descs.Len())
+			e.entries += s.descs.Len()
 			clear(e.index)
-			for i, d := range s.descs {
+			for i, d := range s.descs.All() {
 				e.index[d] = int32(i)
 			}
 		}
@@ -248,15 +249,15 @@ func (e *Encoder) appendSchema(dst []byte, s *Stream) []byte {
 			added++
 		}
 	}
-	s.descs = grow(s.descs, added)
+	s.descs.reserve(added)
 	s.state = grow(s.state, added)
 	e.newd = e.newd[:0]
 	for _, d := range s.seq {
 		i, ok := e.index[d]
 		if !ok {
-			i = int32(len(s.descs))
+			i = int32(s.descs.Len())
 			e.index[d] = i
-			s.descs = append(s.descs, d)
+			s.descs.add(d)
 			s.state = append(s.state, valState{})
 			e.newd = append(e.newd, i)
 			e.entries++
@@ -266,7 +267,7 @@ func (e *Encoder) appendSchema(dst []byte, s *Stream) []byte {
 	return e.writeSchema(dst, s, reset, compact, nil)
 }
 
-// writeSchema writes the schema frame that adds s.descs[e.newd...] to the
+// writeSchema writes the schema frame that adds s.descs' entries e.newd to the
 // peer's table of s (after a reset or a compaction when flagged) and sets
 // the order: runs, (start, length) pairs of table indexes, or else s.idx.
 func (e *Encoder) writeSchema(dst []byte, s *Stream, reset, compact bool, runs []int32) []byte {
@@ -288,7 +289,8 @@ func (e *Encoder) writeSchema(dst []byte, s *Stream, reset, compact bool, runs [
 	// interface), so only label values travel.
 	clear(e.byName)
 	if len(e.newd) > 0 {
-		for i, d := range s.descs[:e.newd[0]] {
+		for i := range int(e.newd[0]) {
+			d := s.descs.At(i)
 			if _, ok := e.byName[d.Name]; !ok {
 				e.byName[d.Name] = int32(i)
 			}
@@ -297,11 +299,11 @@ func (e *Encoder) writeSchema(dst []byte, s *Stream, reset, compact bool, runs [
 	var prev *metric.Desc
 	for j := 0; j < len(e.newd); {
 		i := e.newd[j]
-		d := s.descs[i]
+		d := s.descs.At(int(i))
 		if r, ok := e.known[d]; ok && r.s != s && e.valid(r, d) {
 			// Copy a run of entries from another stream's table.
 			k := j + 1
-			for k < len(e.newd) && int(r.i)+k-j < len(r.s.descs) && r.s.descs[int(r.i)+k-j] == s.descs[e.newd[k]] {
+			for k < len(e.newd) && int(r.i)+k-j < r.s.descs.Len() && r.s.descs.At(int(r.i)+k-j) == s.descs.At(int(e.newd[k])) {
 				k++
 			}
 			dst = append(dst, descCopy)
@@ -309,13 +311,13 @@ func (e *Encoder) writeSchema(dst []byte, s *Stream, reset, compact bool, runs [
 			dst = binary.AppendUvarint(dst, r.s.id)
 			dst = binary.AppendUvarint(dst, uint64(r.i))
 			dst = binary.AppendUvarint(dst, uint64(k-j))
-			prev = s.descs[e.newd[k-1]]
+			prev = s.descs.At(int(e.newd[k-1]))
 			j = k
 			continue
 		}
 		like := int32(-1)
 		if prev == nil || prev.Name != d.Name {
-			if k, ok := e.byName[d.Name]; ok && sameShape(s.descs[k], d) {
+			if k, ok := e.byName[d.Name]; ok && sameShape(s.descs.At(int(k)), d) {
 				like = k
 			}
 		}
@@ -383,27 +385,6 @@ func tableLimit(n int) int { return min(n+4+n/64, 2*MaxSeries) }
 // compact keeps the table entries used by the previous order (s.idx).
 func (s *Stream) compact() {
 	s.descs, s.state = compactTable(s.descs, s.state, s.idx)
-}
-
-// compactTable is shared by encoder and decoder so both renumber alike.
-// state is a value state per entry (or a checker's), or empty.
-func compactTable[S any](descs []*metric.Desc, state []S, used []int32) ([]*metric.Desc, []S) {
-	keep := make([]bool, len(descs))
-	for _, i := range used {
-		keep[i] = true
-	}
-	j := 0
-	for i := range descs {
-		if keep[i] {
-			descs[j] = descs[i]
-			if len(state) > 0 {
-				state[j] = state[i]
-			}
-			j++
-		}
-	}
-	clear(descs[j:])
-	return descs[:j], state[:min(j, len(state))]
 }
 
 // Descriptor flags: fields equal to the previous descriptor of the frame

@@ -229,10 +229,10 @@ func TestChurnCompactsTable(t *testing.T) {
 			}
 		}
 		ds := dec.stream(st.id)
-		if len(ds.descs) != len(st.descs) {
-			t.Fatalf("tick %d: tables differ: encoder %d, decoder %d", tick, len(st.descs), len(ds.descs))
+		if ds.descs.Len() != st.descs.Len() {
+			t.Fatalf("tick %d: tables differ: encoder %d, decoder %d", tick, st.descs.Len(), ds.descs.Len())
 		}
-		maxTable = max(maxTable, len(st.descs))
+		maxTable = max(maxTable, st.descs.Len())
 	}
 	if limit := tableLimit(13); maxTable > limit {
 		t.Errorf("table grew to %d entries, limit %d", maxTable, limit)

@@ -6,8 +6,6 @@ import (
 	"math/bits"
 	"net"
 	"time"
-
-	"github.com/vigil-hpc/vigil/internal/metric"
 )
 
 // RelayHandler is a Handler that passes a sender's frames on as they were
@@ -48,7 +46,7 @@ type RelaySchema struct {
 	// Table is the stream's descriptor table after the frame, of which
 	// the last Added entries are new; Runs is the order of the following
 	// ticks as (start, length) pairs of Table indexes.
-	Table []*metric.Desc
+	Table Table
 	Added int
 	Runs  []int32
 }
@@ -65,7 +63,7 @@ type RelayFrame struct {
 	// N is the number of values.
 	N int
 	// Table and Runs are the stream's, for a relay that starts over.
-	Table []*metric.Desc
+	Table Table
 	Runs  []int32
 	// WantKey is set by the handler to ask the sender for a keyframe of
 	// the stream (sent once until one comes).
@@ -106,15 +104,15 @@ func (d *Decoder) sendKeyRequests(conn net.Conn, send *frameMAC, hb *holdBeat, d
 // AppendRelaySchema appends the schema frame sc for s, which relays sc's
 // source in step: the peer's table of s stays the sender's.
 func (e *Encoder) AppendRelaySchema(dst []byte, s *Stream, sc *RelaySchema) []byte {
-	return e.relaySchema(dst, s, sc.Table, len(sc.Table)-sc.Added, sc.Runs, sc.Reset, sc.Compact)
+	return e.relaySchema(dst, s, sc.Table, sc.Table.Len()-sc.Added, sc.Runs, sc.Reset, sc.Compact)
 }
 
 // relaySchema makes s's table table, of which the peer already holds the
 // first kept entries (after a compaction when flagged), and appends the
 // frame that says so. s shares table with the Decoder, which never
-// changes the first len(table) entries of it (it changes a copy), so
+// changes the first table.Len() entries of it (it changes a copy), so
 // other streams' schemas may copy from it later.
-func (e *Encoder) relaySchema(dst []byte, s *Stream, table []*metric.Desc, kept int, runs []int32, reset, compact bool) []byte {
+func (e *Encoder) relaySchema(dst []byte, s *Stream, table Table, kept int, runs []int32, reset, compact bool) []byte {
 	if reset {
 		s.epoch = e.epoch
 		kept = 0
@@ -122,13 +120,13 @@ func (e *Encoder) relaySchema(dst []byte, s *Stream, table []*metric.Desc, kept 
 	if reset || compact {
 		e.dropKnown(s)
 	}
-	e.entries += len(table) - len(s.descs)
-	s.descs = table[:len(table):len(table)]
+	e.entries += table.Len() - s.descs.Len()
+	s.descs = table.frozen()
 	if compact && !reset {
 		e.addKnown(s, kept)
 	}
 	e.newd = e.newd[:0]
-	for i := kept; i < len(table); i++ {
+	for i := kept; i < table.Len(); i++ {
 		e.newd = append(e.newd, int32(i))
 	}
 	dst = e.writeSchema(dst, s, reset, compact, runs)

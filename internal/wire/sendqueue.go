@@ -23,14 +23,18 @@ type sendQueue struct {
 	max   int
 	stats *ClientStats
 
-	q      []entry // FIFO from head, ascending seq
-	head   int
-	bytes  int
-	seq    uint64 // last entry sequence number given out
-	cur    int    // index in q: no entry between head and cur holds a tick
-	ndead  int    // dropped entries still in q
-	free   [][]byte
-	avgLen int // moving average of queued frame sizes
+	q     []entry // FIFO from head, ascending seq
+	head  int
+	bytes int
+	seq   uint64 // last entry sequence number given out
+	cur   int    // index in q: no entry between head and cur holds a tick
+	ndead int    // dropped entries still in q
+	free  [][]byte
+	// freeMax bounds free (notePeak); qpeak is the most entries queued
+	// at once in the current window of pushes.
+	freeMax, qpeak int
+	pushes         uint64
+	avgLen         int // moving average of queued frame sizes
 	// freeVals are value buffers of acknowledged or dropped ticks.
 	freeVals [][]float64
 	// dirty: frames of the encoder's current epoch went to a connection
@@ -42,6 +46,7 @@ type sendQueue struct {
 	// they may have died in the peer's socket buffer (kill -9).
 	unacked []entry
 	uhead   int
+	upeak   int // most entries unacked at once since the queue last emptied
 	// unackedBytes are the values kept for unacked, bounded by max; the
 	// entries before index ukeep keep none.
 	unackedBytes int
@@ -141,7 +146,40 @@ func (q *sendQueue) take() []byte {
 }
 
 // release takes back a buffer take gave out that was not pushed.
-func (q *sendQueue) release(buf []byte) { q.free = append(q.free, buf[:0]) }
+func (q *sendQueue) release(buf []byte) { q.putBuf(buf) }
+
+// The frame buffers kept for reuse are as many as were queued at once
+// lately (twice the most over the last freeWindow pushes, and at least
+// minFree): an aggregator queues a few thousand relayed frames as its
+// children's ticks come in, and reusing their buffers saves allocating
+// each; a burst long past (the upstream away at start-up) would otherwise
+// leave its buffers kept for good, several hundred bytes each.
+const (
+	freeWindow = 1 << 16
+	minFree    = 256
+)
+
+// putBuf keeps buf for reuse unless enough are kept or it is outsized (a
+// one-off big frame: a full schema after connecting).
+func (q *sendQueue) putBuf(buf []byte) {
+	if len(q.free) < max(q.freeMax, minFree) && cap(buf) <= 4*q.avgLen+4096 {
+		q.free = append(q.free, buf[:0])
+	}
+}
+
+// notePeak tracks the entries queued at once and, once a window, sizes
+// the buffers kept for reuse by it.
+func (q *sendQueue) notePeak() {
+	q.qpeak = max(q.qpeak, len(q.q)-q.head)
+	if q.pushes++; q.pushes%freeWindow != 0 {
+		return
+	}
+	q.freeMax, q.qpeak = 2*q.qpeak, 0
+	if n := max(q.freeMax, minFree); len(q.free) > n {
+		clear(q.free[n:])
+		q.free = q.free[:n]
+	}
+}
 
 // keep returns a copy of values for an entry, in a reused buffer.
 func (q *sendQueue) keep(values []float64) []float64 {
@@ -159,10 +197,10 @@ func (q *sendQueue) keep(values []float64) []float64 {
 func (q *sendQueue) forget(e *entry) {
 	if e.rec && e.buf != nil {
 		q.recBytes -= len(e.buf)
-		q.free = append(q.free, e.buf[:0])
+		q.putBuf(e.buf)
 		e.buf = nil
 	}
-	if e.vals != nil {
+	if e.vals != nil && len(q.freeVals) < max(q.freeMax, minFree) {
 		q.freeVals = append(q.freeVals, e.vals[:0])
 	}
 	e.vals, e.descs = nil, nil
@@ -178,6 +216,7 @@ func (q *sendQueue) push(e entry) {
 	}
 	q.seq++
 	e.seq = q.seq
+	q.notePeak()
 	if e.cs != nil {
 		e.tick = e.cs.s.valuesAt < len(e.buf) || e.vals != nil // a relayed schema comes alone
 	}
@@ -225,7 +264,7 @@ func (q *sendQueue) collect(w []byte, max int) []byte {
 		w = append(w, e.buf...)
 		q.bytes -= len(e.buf) + e.valBytes()
 		if !e.rec { // records keep their frame to send it again
-			q.free = append(q.free, e.buf[:0])
+			q.putBuf(e.buf)
 			e.buf = nil
 		}
 		q.inflight = append(q.inflight, e)
@@ -275,6 +314,7 @@ func (q *sendQueue) written(err error, written uint64, onWritten func(t, queued,
 			continue // the ack came before this bookkeeping
 		}
 		q.unacked = append(q.unacked, e)
+		q.upeak = max(q.upeak, len(q.unacked)-q.uhead)
 		q.unackedBytes += e.keptBytes()
 	}
 	clear(q.inflight)
@@ -375,7 +415,7 @@ func (q *sendQueue) strip(e *entry) {
 func (q *sendQueue) kill(e *entry) {
 	q.bytes -= len(e.buf) + e.valBytes()
 	q.forget(e)
-	q.free = append(q.free, e.buf[:0])
+	q.putBuf(e.buf)
 	*e = entry{seq: e.seq, next: e.next, dead: true}
 	q.ndead++
 }
@@ -468,6 +508,12 @@ func (q *sendQueue) acked(conn, n uint64) {
 	}
 	if q.uhead == len(q.unacked) {
 		q.unacked, q.uhead, q.ukeep = q.unacked[:0], 0, 0
+		// Sized for what waited lately, not for a burst long past (a
+		// slow upstream at start-up): an entry is a few hundred bytes.
+		if cap(q.unacked) > 4*q.upeak+1024 {
+			q.unacked = make([]entry, 0, 2*q.upeak)
+		}
+		q.upeak = 0
 	}
 }
 
@@ -495,12 +541,12 @@ func (q *sendQueue) lost(again []entry) (_ []entry, reset bool) {
 		case !e.tick:
 			// A schema kept for dropped ticks: the ticks sent again
 			// carry their own.
-			q.free = append(q.free, e.buf[:0])
+			q.putBuf(e.buf)
 		case e.vals == nil:
 			e.lose()
 			q.stats.Dropped.Add(1)
 			if e.buf != nil {
-				q.free = append(q.free, e.buf[:0])
+				q.putBuf(e.buf)
 			}
 		default:
 			if e.gap.set { // written ahead of it: goes again
@@ -508,7 +554,7 @@ func (q *sendQueue) lost(again []entry) (_ []entry, reset bool) {
 				e.cs.noteGap(e.gap.to)
 			}
 			if e.buf != nil {
-				q.free = append(q.free, e.buf[:0])
+				q.putBuf(e.buf)
 			}
 			again = append(again, entry{cs: e.cs, t: e.t, queued: e.queued, again: true, descs: e.descs, vals: e.vals})
 		}
