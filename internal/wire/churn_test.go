@@ -33,6 +33,52 @@ func (r *relayTo) RelayTick(node string, _ time.Time, f *RelayFrame) {
 	r.out = r.enc.AppendRelay(r.out, r.stream(f.Source, node), f, false)
 }
 
+// churnNodes sends nodes whose series are common ones, the same on every
+// node, then churn processes of their own, one of them new every tick.
+type churnNodes struct {
+	enc     *Encoder
+	streams []*Stream
+	common  []*metric.Desc
+	churn   int
+}
+
+func newChurnNodes(nodes, common, churn int) *churnNodes {
+	c := &churnNodes{enc: NewEncoder(), churn: churn}
+	for i := range common {
+		c.common = append(c.common, metric.NewDesc("node_x", "x", metric.Gauge, "i", strconv.Itoa(i)))
+	}
+	for n := range nodes {
+		c.streams = append(c.streams, c.enc.NewStream("cn"+strconv.Itoa(n)))
+	}
+	return c
+}
+
+// tick encodes every node's tick k, telling each (if set) what it sent.
+func (c *churnNodes) tick(t *testing.T, k int, each func(s *Stream, descs []*metric.Desc)) []byte {
+	t.Helper()
+	var out []byte
+	for n, s := range c.streams {
+		descs := append([]*metric.Desc(nil), c.common...)
+		for i := range c.churn {
+			// A process that lives churn ticks: one new series a tick.
+			pid := strconv.Itoa(n*100000 + k - i)
+			descs = append(descs, metric.NewDesc("proc_cpu", "p", metric.Counter, "pid", pid))
+		}
+		vals := make([]float64, len(descs))
+		for i := range vals {
+			vals[i] = float64(k + i)
+		}
+		var err error
+		if out, err = c.enc.AppendTick(out, s, time.Unix(int64(1_700_000_000+k), 0), descs, vals); err != nil {
+			t.Fatal(err)
+		}
+		if each != nil {
+			each(s, descs)
+		}
+	}
+	return out
+}
+
 func decodeAll(t *testing.T, dec *Decoder, h Handler, data []byte) {
 	t.Helper()
 	if _, err := decodeAllInto(dec, h, data); err != nil {
@@ -47,37 +93,14 @@ func decodeAll(t *testing.T, dec *Decoder, h Handler, data []byte) {
 // descriptors) keeps the dead ones.
 func TestChurnDoesNotGrowMemory(t *testing.T) {
 	const nodes, stable, churn, ticks = 40, 20, 3, 400
-	var shared []*metric.Desc
-	for i := range stable {
-		shared = append(shared, metric.NewDesc("node_x", "x", metric.Gauge, "i", strconv.Itoa(i)))
-	}
-	enc := NewEncoder()
-	streams := make([]*Stream, nodes)
-	for n := range streams {
-		streams[n] = enc.NewStream("cn" + strconv.Itoa(n))
-	}
+	src := newChurnNodes(nodes, stable, churn)
+	enc := src.enc
 	in1, in2 := NewInterner(0), NewInterner(0)
 	relay := &relayTo{enc: NewEncoder()}
 	dec1, dec2 := NewDecoder(Limits{}, in1), NewDecoder(Limits{}, in2)
 	var last lastTick
 	for k := range ticks {
-		var out []byte
-		for n, s := range streams {
-			descs := append([]*metric.Desc(nil), shared...)
-			for c := range churn {
-				// A process that lives churn ticks: one new series a tick.
-				pid := strconv.Itoa(n*100000 + k - c)
-				descs = append(descs, metric.NewDesc("proc_cpu", "p", metric.Counter, "pid", pid))
-			}
-			vals := make([]float64, len(descs))
-			for i := range vals {
-				vals[i] = float64(k + i)
-			}
-			var err error
-			if out, err = enc.AppendTick(out, s, time.Unix(int64(1_700_000_000+k), 0), descs, vals); err != nil {
-				t.Fatal(err)
-			}
-		}
+		out := src.tick(t, k, nil)
 		relay.out = relay.out[:0]
 		decodeAll(t, dec1, relay, out)
 		decodeAll(t, dec2, &last, relay.out)

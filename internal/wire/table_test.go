@@ -40,33 +40,13 @@ func descsEqual(a, b []*metric.Desc) bool {
 // the receiver, while their processes churn and their tables compact.
 func TestTablesShareCommonPart(t *testing.T) {
 	const nodes, common, churn, ticks = 30, 200, 3, 120
-	var shared []*metric.Desc
-	for i := range common {
-		shared = append(shared, metric.NewDesc("node_x", "x", metric.Gauge, "i", strconv.Itoa(i)))
-	}
-	enc := NewEncoder()
-	streams := make([]*Stream, nodes)
-	for n := range streams {
-		streams[n] = enc.NewStream("cn" + strconv.Itoa(n))
-	}
+	src := newChurnNodes(nodes, common, churn)
 	relay := &relayTo{enc: NewEncoder()}
 	dec1, dec2 := NewDecoder(Limits{}, nil), NewDecoder(Limits{}, nil)
 	last := &byNode{last: map[string][]*metric.Desc{}}
 	want := map[string][]*metric.Desc{}
 	for k := range ticks {
-		var out []byte
-		for n, s := range streams {
-			descs := append([]*metric.Desc(nil), shared...)
-			for c := range churn {
-				pid := strconv.Itoa(n*100000 + k - c)
-				descs = append(descs, metric.NewDesc("proc_cpu", "p", metric.Counter, "pid", pid))
-			}
-			want[s.node] = descs
-			var err error
-			if out, err = enc.AppendTick(out, s, time.Unix(int64(1_700_000_000+k), 0), descs, make([]float64, len(descs))); err != nil {
-				t.Fatal(err)
-			}
-		}
+		out := src.tick(t, k, func(s *Stream, descs []*metric.Desc) { want[s.node] = descs })
 		relay.out = relay.out[:0]
 		decodeAll(t, dec1, relay, out)
 		decodeAll(t, dec2, last, relay.out)
