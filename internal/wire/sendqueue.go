@@ -301,19 +301,10 @@ func (q *sendQueue) written(err error, written uint64, onWritten func(t, queued,
 			q.uhead++
 		}
 		if len(q.unacked) == cap(q.unacked) && q.uhead > 0 {
-			live := q.unacked[q.uhead:]
-			if n := len(live); cap(q.unacked) > 4*n+1024 {
-				// Mostly acknowledged: sized by a burst long past (a
-				// slow upstream at start-up), which a steady flow of
-				// writes and acks would otherwise never let go.
-				q.unacked = append(make([]entry, 0, 2*n+64), live...)
-			} else {
-				k := copy(q.unacked, live)
-				clear(q.unacked[k:])
-				q.unacked = q.unacked[:k]
-			}
+			k := copy(q.unacked, q.unacked[q.uhead:])
+			clear(q.unacked[k:])
 			q.ukeep = max(q.ukeep-q.uhead, 0)
-			q.uhead = 0
+			q.unacked, q.uhead = q.unacked[:k], 0
 		}
 		e.end = written
 		if err != nil {
