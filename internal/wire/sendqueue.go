@@ -136,9 +136,7 @@ func (q *sendQueue) take() []byte {
 	var buf []byte
 	if n := len(q.free); n > 0 {
 		buf, q.free = q.free[n-1][:0], q.free[:n-1]
-		// A buffer grown by a one-off big frame (a full schema after
-		// connecting) is let go rather than kept for small ticks.
-		if cap(buf) > 4*q.avgLen+4096 {
+		if q.outsized(buf) { // kept when frames were bigger
 			buf = nil
 		}
 	}
@@ -159,13 +157,16 @@ const (
 	minFree    = 256
 )
 
-// putBuf keeps buf for reuse unless enough are kept or it is outsized (a
-// one-off big frame: a full schema after connecting).
+// putBuf keeps buf for reuse unless enough are kept or it is outsized.
 func (q *sendQueue) putBuf(buf []byte) {
-	if len(q.free) < max(q.freeMax, minFree) && cap(buf) <= 4*q.avgLen+4096 {
+	if len(q.free) < max(q.freeMax, minFree) && !q.outsized(buf) {
 		q.free = append(q.free, buf[:0])
 	}
 }
+
+// outsized reports whether buf was grown by a one-off big frame (a full
+// schema after connecting): let go rather than kept for small ticks.
+func (q *sendQueue) outsized(buf []byte) bool { return cap(buf) > 4*q.avgLen+4096 }
 
 // notePeak tracks the entries queued at once and, once a window, sizes
 // the buffers kept for reuse by it.
