@@ -85,6 +85,9 @@ func poison(t *testing.T, dir string, now time.Time, block bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The head spans a day, so the TSDB's own background compaction would
+	// race CompactHead below and could cut the future sample off the block.
+	db.DisableCompactions()
 	app := db.Appender(context.Background())
 	for i := range 60 {
 		ts := now.Add(-time.Hour + time.Duration(i)*time.Minute).UnixMilli()
