@@ -30,7 +30,18 @@ type Sampler struct {
 	Listen   string            `toml:"listen"`
 	Plugins  []string          `toml:"plugins"`
 	Upstream []string          `toml:"upstream"`
+	// UpstreamDelay is how long a tick may wait to share one write with
+	// the ticks after it; only groups ticking more often than that wait.
+	UpstreamDelay duration.Duration `toml:"upstream_delay"`
 }
+
+// DefaultUpstreamDelay lets 10 Hz ticks go upstream a few to a write, and
+// every tick at once at 1 Hz (bench: docs/benchmarks.md, "Coalesced writes").
+const DefaultUpstreamDelay = 250 * time.Millisecond
+
+// MaxUpstreamDelay keeps a coalesced tick well inside the half of an
+// aggregator's DownAfter (3 intervals) past which it counts as late.
+const MaxUpstreamDelay = time.Second
 
 // Aggregator is the [aggregator] table.
 type Aggregator struct {
@@ -165,7 +176,7 @@ func Parse(name string, data []byte) (*File, error) {
 	}
 	topT := reflect.StructOf(topFields)
 	top := reflect.New(topT)
-	samp := &Sampler{Interval: duration.Duration(time.Second)}
+	samp := &Sampler{Interval: duration.Duration(time.Second), UpstreamDelay: duration.Duration(DefaultUpstreamDelay)}
 	top.Elem().Field(0).Set(reflect.ValueOf(samp))
 	plugins := reflect.New(pluginsT)
 	for i := range defaults {
@@ -303,6 +314,9 @@ func (s *Sampler) Validate() error {
 		if _, _, err := net.SplitHostPort(u); err != nil {
 			errs = append(errs, Field("upstream", "%q: want host:port", u))
 		}
+	}
+	if d := s.UpstreamDelay.D(); d < 0 || d > MaxUpstreamDelay {
+		errs = append(errs, Field("upstream_delay", "must be between 0s and %s, got %s", MaxUpstreamDelay, d))
 	}
 	seen := map[string]bool{}
 	for _, p := range s.Plugins {

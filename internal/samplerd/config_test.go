@@ -50,6 +50,7 @@ offset = "250ms"
 listen = "127.0.0.1:9200"
 plugins = ["load", "cpu"]
 upstream = ["127.0.0.1:7000", "127.0.0.1:7001"]
+upstream_delay = "1s"
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -59,17 +60,19 @@ upstream = ["127.0.0.1:7000", "127.0.0.1:7001"]
 		check func(*Config) bool
 	}{
 		{"defaults", nil, func(c *Config) bool {
-			return c.Interval.D() == time.Second && c.Offset == 0 && c.Root == "" && c.Plugins == nil && c.GOMAXPROCS == 1 && c.Log.Level == "info"
+			return c.Interval.D() == time.Second && c.Offset == 0 && c.Root == "" && c.Plugins == nil && c.GOMAXPROCS == 1 && c.Log.Level == "info" &&
+				c.UpstreamDelay.D() == 250*time.Millisecond
 		}},
 		{"file", []string{"--config", file}, func(c *Config) bool {
 			return c.Node == "filenode" && c.Root == "/fileroot" && c.Interval.D() == 24*time.Hour && c.Offset.D() == 250*time.Millisecond &&
-				c.Listen == "127.0.0.1:9200" && slices.Equal(c.Plugins, []string{"load", "cpu"}) && len(c.Upstream) == 2
+				c.Listen == "127.0.0.1:9200" && slices.Equal(c.Plugins, []string{"load", "cpu"}) && len(c.Upstream) == 2 &&
+				c.UpstreamDelay.D() == time.Second
 		}},
 		{"flags over file", []string{"--interval", "100ms", "--config", file, "--plugins", "memory", "--upstream", "127.0.0.1:8000",
-			"--node", "flagnode", "--offset", "0s", "--key", "/k"}, func(c *Config) bool {
+			"--node", "flagnode", "--offset", "0s", "--key", "/k", "--upstream-delay", "0s"}, func(c *Config) bool {
 			return c.Node == "flagnode" && c.Root == "/fileroot" && c.Interval.D() == 100*time.Millisecond && c.Offset == 0 &&
 				c.Listen == "127.0.0.1:9200" && slices.Equal(c.Plugins, []string{"memory"}) &&
-				slices.Equal(c.Upstream, []string{"127.0.0.1:8000"}) && c.Key == "/k"
+				slices.Equal(c.Upstream, []string{"127.0.0.1:8000"}) && c.Key == "/k" && c.UpstreamDelay == 0
 		}},
 		{"prometheus units on flags", []string{"--interval", "1w", "--upstream", "127.0.0.1:1", "--upstream", "127.0.0.1:2"}, func(c *Config) bool {
 			return c.Interval.D() == 7*24*time.Hour && slices.Equal(c.Upstream, []string{"127.0.0.1:1", "127.0.0.1:2"})
@@ -100,6 +103,7 @@ func TestFlagErrorsNameFlag(t *testing.T) {
 		"--log-format xml":    `--log-format "xml"`,
 		"--config /nonexist":  "read config",
 		"--interval 1d extra": `unexpected argument "extra"`,
+		"--upstream-delay 2s": "--upstream-delay: must be between 0s and 1s, got 2s",
 	} {
 		_, err := parseFlags(strings.Fields(args))
 		if err == nil || !strings.Contains(err.Error(), want) {

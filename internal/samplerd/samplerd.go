@@ -43,6 +43,9 @@ type Options struct {
 	Plugins  []string
 	Listen   string
 	Upstream []string
+	// UpstreamDelay: how long a tick may wait to share a write upstream
+	// (wire.ClientOptions.Coalesce).
+	UpstreamDelay time.Duration
 	// IORecords takes the appio plugin's per-file records upstream (nil:
 	// none are shipped); IORecordsDropped counts those its queue let go.
 	IORecords        func(recs []appio.FileRecord)
@@ -84,6 +87,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&c.Offset, "offset", "offset of ticks from wall-clock multiples of the interval")
 	fs.StringVar(&c.Listen, "listen", c.Listen, "serve /metrics on this address (default "+DefaultListen+"; \"none\" disables)")
 	fs.Var(config.NewList(&c.Upstream), "upstream", "aggregators to stream to, host:port[,host:port] in failover order")
+	fs.Var(&c.UpstreamDelay, "upstream-delay", "longest a tick waits to share one write upstream with later ticks; only plugins sampling more often than this wait (0: every tick at once)")
 	fs.StringVar(&c.Key, "key", c.Key, "shared key file for the upstream handshake (none: the upstream must be on loopback)")
 	fs.StringVar(&c.WebConfig, "web-config", c.WebConfig, "Prometheus web configuration file for /metrics: TLS, bcrypt basic auth, client certificates")
 	fs.BoolVar(&c.SampleConfig, "sample-config", false, "print a commented default configuration and exit")
@@ -105,6 +109,8 @@ func (c *Config) options() (*Options, error) {
 		Plugins:  c.Plugins,
 		Listen:   c.Listen,
 		Upstream: c.Upstream,
+
+		UpstreamDelay: c.UpstreamDelay.D(),
 	}
 	if o.Listen == "" {
 		o.Listen = DefaultListen
@@ -209,7 +215,7 @@ func New(c *Config, log *slog.Logger) (*Daemon, error) {
 				return nil, err
 			}
 		}
-		up, err = wire.NewClient(wire.ClientOptions{Addrs: o.Upstream, Key: key, Name: o.Node, Log: log})
+		up, err = wire.NewClient(wire.ClientOptions{Addrs: o.Upstream, Key: key, Name: o.Node, Log: log, Coalesce: o.UpstreamDelay})
 		if err != nil {
 			return nil, err
 		}
@@ -320,6 +326,11 @@ listen = "` + DefaultListen + `"
 plugins = []
 # Aggregators to stream to, in failover order.
 upstream = []
+# Longest a tick may wait to share one write upstream with later ticks (at
+# most 1s). Only plugins sampling more often than this wait: at 10 Hz a few
+# ticks go in each write, at 1 Hz every tick is written at once. "0s" writes
+# every tick at once.
+upstream_delay = "250ms"
 `)
 	for _, n := range sampler.Names() {
 		reg, _ := sampler.Lookup(n)

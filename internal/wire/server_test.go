@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -256,6 +257,35 @@ func TestFailoverAndReconnect(t *testing.T) {
 	}
 }
 
+// TestCoalescedTicksGoOnReconnect: ticks held to share a write stay
+// queued, not lost, when the connection goes, and the next connection
+// writes them at once.
+func TestCoalescedTicksGoOnReconnect(t *testing.T) {
+	srv := startServer(t, "", nil)
+	c := startClient(t, wire.ClientOptions{Addrs: []string{srv.addr}, Name: "cn00007", Coalesce: time.Hour})
+	waitFor(t, "connection", func() bool { return c.Stats().Connected.Load() })
+	n := simulate.NewNode("cn00007", simulate.NewSchema(2), 5)
+	cs := c.NewStream("cn00007")
+	t0 := time.Unix(1_763_800_000, 0)
+	sent := sendTicks(c, cs, n, t0, 0, 1)
+	waitFor(t, "the first tick", func() bool { return srv.rec.tickCount() == 1 })
+	sent = append(sent, sendTicks(c, cs, n, t0, 1, 2)...)
+	time.Sleep(100 * time.Millisecond)
+	if got := srv.rec.tickCount(); got != 1 {
+		t.Fatalf("%d ticks written, want the first only (the others held)", got)
+	}
+	srv.stop()
+	waitFor(t, "client to notice", func() bool { return !c.Stats().Connected.Load() })
+	srv2 := startServer(t, srv.addr, nil)
+	waitFor(t, "held ticks after reconnecting", func() bool { return srv2.rec.tickCount() >= 2 })
+	srv2.rec.mu.Lock()
+	defer srv2.rec.mu.Unlock()
+	got := srv2.rec.ticks[len(srv2.rec.ticks)-2:]
+	for i, tk := range got {
+		checkTick(t, tk, "cn00007", &sent[1+i])
+	}
+}
+
 // With the upstream down and a queue too small for two ticks, the oldest
 // ticks are dropped, counted, and reported as one gap when the stream
 // resumes; the newest tick arrives.
@@ -318,8 +348,16 @@ func TestSinkStreamsPerGroup(t *testing.T) {
 
 // On shutdown a client writes what it has queued and closes cleanly.
 func TestClientFlushesOnStop(t *testing.T) {
+	// With Coalesce all but the first of the 50 back-to-back ticks are
+	// still held when the client stops.
+	for _, coalesce := range []time.Duration{0, time.Hour} {
+		t.Run(fmt.Sprint("coalesce=", coalesce), func(t *testing.T) { flushesOnStop(t, coalesce) })
+	}
+}
+
+func flushesOnStop(t *testing.T, coalesce time.Duration) {
 	srv := startServer(t, "", nil)
-	c, err := wire.NewClient(wire.ClientOptions{Addrs: []string{srv.addr}, Name: "cn00006", Log: slog.New(slog.DiscardHandler)})
+	c, err := wire.NewClient(wire.ClientOptions{Addrs: []string{srv.addr}, Name: "cn00006", Log: slog.New(slog.DiscardHandler), Coalesce: coalesce})
 	if err != nil {
 		t.Fatal(err)
 	}
