@@ -30,17 +30,17 @@ type Sampler struct {
 	Listen   string            `toml:"listen"`
 	Plugins  []string          `toml:"plugins"`
 	Upstream []string          `toml:"upstream"`
-	// UpstreamDelay is how long a tick may wait to share one write with
-	// the ticks after it; only groups ticking more often than that wait.
+	// UpstreamDelay: a group whose ticks come at most this far apart
+	// sends them upstream two to a write (wire.ClientOptions.Coalesce).
 	UpstreamDelay duration.Duration `toml:"upstream_delay"`
 }
 
-// DefaultUpstreamDelay lets 10 Hz ticks go upstream a few to a write, and
-// every tick at once at 1 Hz (bench: docs/benchmarks.md, "Coalesced writes").
+// DefaultUpstreamDelay pairs the writes of groups at 4 Hz and faster, and
+// writes every tick at once at 1 Hz (docs/benchmarks.md, "Coalesced writes").
 const DefaultUpstreamDelay = 250 * time.Millisecond
 
-// MaxUpstreamDelay keeps a coalesced tick well inside the half of an
-// aggregator's DownAfter (3 intervals) past which it counts as late.
+// MaxUpstreamDelay bounds how long a tick may wait: one interval of its
+// group, at most this.
 const MaxUpstreamDelay = time.Second
 
 // Aggregator is the [aggregator] table.

@@ -43,8 +43,8 @@ type Options struct {
 	Plugins  []string
 	Listen   string
 	Upstream []string
-	// UpstreamDelay: how long a tick may wait to share a write upstream
-	// (wire.ClientOptions.Coalesce).
+	// UpstreamDelay: ticks at most this far apart go upstream two to a
+	// write (wire.ClientOptions.Coalesce).
 	UpstreamDelay time.Duration
 	// IORecords takes the appio plugin's per-file records upstream (nil:
 	// none are shipped); IORecordsDropped counts those its queue let go.
@@ -87,7 +87,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&c.Offset, "offset", "offset of ticks from wall-clock multiples of the interval")
 	fs.StringVar(&c.Listen, "listen", c.Listen, "serve /metrics on this address (default "+DefaultListen+"; \"none\" disables)")
 	fs.Var(config.NewList(&c.Upstream), "upstream", "aggregators to stream to, host:port[,host:port] in failover order")
-	fs.Var(&c.UpstreamDelay, "upstream-delay", "longest a tick waits to share one write upstream with later ticks; only plugins sampling more often than this wait (0: every tick at once)")
+	fs.Var(&c.UpstreamDelay, "upstream-delay", "plugins sampling at least this often send ticks upstream two to a write, the first waiting one interval (0: every tick at once)")
 	fs.StringVar(&c.Key, "key", c.Key, "shared key file for the upstream handshake (none: the upstream must be on loopback)")
 	fs.StringVar(&c.WebConfig, "web-config", c.WebConfig, "Prometheus web configuration file for /metrics: TLS, bcrypt basic auth, client certificates")
 	fs.BoolVar(&c.SampleConfig, "sample-config", false, "print a commented default configuration and exit")
@@ -326,10 +326,10 @@ listen = "` + DefaultListen + `"
 plugins = []
 # Aggregators to stream to, in failover order.
 upstream = []
-# Longest a tick may wait to share one write upstream with later ticks (at
-# most 1s). Only plugins sampling more often than this wait: at 10 Hz a few
-# ticks go in each write, at 1 Hz every tick is written at once. "0s" writes
-# every tick at once.
+# Plugins sampling at least this often (at most 1s) send their ticks
+# upstream two to a write, the first waiting one interval for the second: at
+# 10 Hz a write every 200 ms, at 1 Hz a write every tick. "0s": every tick is
+# written at once.
 upstream_delay = "250ms"
 `)
 	for _, n := range sampler.Names() {

@@ -52,13 +52,15 @@ type ClientOptions struct {
 	// what was queued after it, so order is kept): a simulator encodes a
 	// tick ahead of its time and has it written on time.
 	Hold bool
-	// Coalesce lets the ticks of a stream that ticks more often than this
-	// wait, the oldest at most Coalesce, to go out in one write (0: each
-	// tick is written at once). A write costs a node far more than the
-	// bytes in it (system call, TCP, the upstream's wake-up), so at 10 Hz
-	// this is most of what streaming costs. There is no timer: the
-	// stream's next tick, or any tick written at once, takes the held
-	// ones along, and so do a shutdown and a reconnect.
+	// Coalesce lets a tick of a stream that ticks at most this far apart
+	// wait for the stream's next tick, so that the two share one write (0:
+	// each tick is written at once). A write costs a node far more than
+	// the bytes in it (system call, TCP, the upstream's wake-up), so at
+	// 10 Hz it is most of what streaming costs. Only one tick waits at a
+	// time: the upstream then hears from the node at least every two
+	// intervals, well inside the three after which it counts the node
+	// down. There is no timer: the next tick, any tick written at once, a
+	// shutdown and a reconnect take a waiting tick along.
 	Coalesce time.Duration
 }
 
@@ -191,16 +193,13 @@ func (c *Client) Tick(cs *ClientStream, t time.Time, descs []*metric.Desc, value
 
 // due tells whether the tick of cs just queued at now must be written at
 // once, or may wait for the stream's next one (ClientOptions.Coalesce):
-// it waits if, when that tick is due, the oldest queued frame will have
-// waited no longer than Coalesce. c.mu is held.
+// it waits if the stream's last tick came at most Coalesce ago and
+// nothing else waits. c.mu is held.
 func (c *Client) due(cs *ClientStream, now time.Time) bool {
 	prev := cs.queued
 	cs.queued = now
-	if c.o.Coalesce <= 0 || prev.IsZero() || c.sq.bytes >= coalesceBytes {
-		return true
-	}
-	oldest, ok := c.sq.oldest()
-	return !ok || now.Sub(oldest)+now.Sub(prev) > c.o.Coalesce
+	return c.o.Coalesce <= 0 || prev.IsZero() || now.Sub(prev) > c.o.Coalesce ||
+		c.sq.waiting() > 1 || c.sq.bytes >= coalesceBytes
 }
 
 // Release lets the sender write the ticks held (ClientOptions.Hold) whose

@@ -241,13 +241,8 @@ func (q *sendQueue) push(e entry) {
 	q.avgLen += (len(e.buf) - q.avgLen) / 8
 }
 
-// oldest returns when the oldest frame not yet collected was queued.
-func (q *sendQueue) oldest() (time.Time, bool) {
-	if q.head == len(q.q) {
-		return time.Time{}, false
-	}
-	return q.q[q.head].queued, true
-}
+// waiting is how many frames are queued and not yet collected.
+func (q *sendQueue) waiting() int { return len(q.q) - q.head }
 
 // collect moves queued frames, up to about max bytes, into w; they are in
 // flight until written.
