@@ -101,15 +101,14 @@ func (c *Config) Validate() error { return errors.Join(c.Sampler.Validate(), c.L
 // and the node name.
 func (c *Config) options() (*Options, error) {
 	o := &Options{
-		Config:   c.File,
-		Node:     c.Node,
-		Root:     c.Root,
-		Interval: c.Interval.D(),
-		Offset:   c.Offset.D(),
-		Plugins:  c.Plugins,
-		Listen:   c.Listen,
-		Upstream: c.Upstream,
-
+		Config:        c.File,
+		Node:          c.Node,
+		Root:          c.Root,
+		Interval:      c.Interval.D(),
+		Offset:        c.Offset.D(),
+		Plugins:       c.Plugins,
+		Listen:        c.Listen,
+		Upstream:      c.Upstream,
 		UpstreamDelay: c.UpstreamDelay.D(),
 	}
 	if o.Listen == "" {

@@ -64,9 +64,6 @@ type ClientOptions struct {
 	Coalesce time.Duration
 }
 
-// coalesceBytes: past this many queued bytes a tick is written at once.
-const coalesceBytes = 64 << 10
-
 // ClientStats counts what a Client did.
 type ClientStats struct {
 	Connected    atomic.Bool
@@ -199,7 +196,7 @@ func (c *Client) due(cs *ClientStream, now time.Time) bool {
 	prev := cs.queued
 	cs.queued = now
 	return c.o.Coalesce <= 0 || prev.IsZero() || now.Sub(prev) > c.o.Coalesce ||
-		c.sq.waiting() > 1 || c.sq.bytes >= coalesceBytes
+		c.sq.waiting() > 1
 }
 
 // Release lets the sender write the ticks held (ClientOptions.Hold) whose

@@ -33,7 +33,7 @@ func TestCoalesceWaitsForFastStreams(t *testing.T) {
 	frames := func(c *Client) int {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return len(c.sq.q) - c.sq.head
+		return c.sq.waiting()
 	}
 	synctest.Test(t, func(t *testing.T) {
 		c, err := NewClient(ClientOptions{Addrs: []string{"127.0.0.1:1"}, Coalesce: 250 * time.Millisecond})
