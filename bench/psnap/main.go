@@ -7,6 +7,17 @@
 //
 //	make build && go run ./bench/psnap --vigil bin/vigil-sampler --duration 20s --runs 5
 //
+// Whole runs per condition leave a shared machine's drift between them
+// (±2 % between runs on our VMs). With --paired SLICE each sampler runs
+// once and is stopped (SIGSTOP) and resumed in slices, in pairs of random
+// order, so each pair compares the two states a few seconds apart; an A/A
+// pass keeps it stopped in both halves. The sampler's own CPU over its
+// running slices, as a share of the work loops' cores, is printed beside
+// the slowdown: what the slowdown would be if the sampler cost the
+// application only the time it ran.
+//
+//	go run ./bench/psnap --vigil bin/vigil-sampler --paired 2s --duration 120s
+//
 // The sampler streams to a receiver inside this tool that acknowledges and
 // discards its ticks (as its aggregator would, off the node), so the
 // receiver's small cost is counted against the application too: the figure
@@ -45,6 +56,7 @@ func main() {
 	flag.IntVar(&c.workers, "workers", runtime.NumCPU(), "work loops, one per core")
 	flag.StringVar(&c.intervals, "intervals", "1s,100ms", "sampler intervals to measure, comma-separated")
 	flag.StringVar(&c.plugins, "plugins", "", "sampler plugins (empty: its defaults)")
+	flag.DurationVar(&c.slice, "paired", 0, "stop and resume one sampler per interval in slices of this length, in pairs, for --duration (0: whole runs per condition)")
 	flag.Parse()
 	if err := c.run(os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "psnap:", err)
@@ -55,6 +67,7 @@ func main() {
 type config struct {
 	vigil, intervals, plugins string
 	duration, warmup, quantum time.Duration
+	slice                     time.Duration // --paired
 	runs, workers             int
 	spins                     uint64 // iterations in one quantum, calibrated
 	upstream                  string
@@ -94,6 +107,9 @@ func (c *config) run(out io.Writer) error {
 	c.upstream = ln.Addr().String()
 
 	c.spins = calibrate(c.quantum)
+	if c.slice > 0 {
+		return c.runPaired(ctx, out, conds[2:])
+	}
 	fmt.Fprintf(out, "psnap: %d work loops, quantum %v (%d iterations), %v per condition, %d runs\n",
 		c.workers, c.quantum, c.spins, c.duration, c.runs)
 	results := make(map[string][]stats)
@@ -187,9 +203,15 @@ func (c *config) measure(ctx context.Context, cd condition) (stats, error) {
 // startSampler runs the node daemon streaming to the discarding receiver
 // and returns once its /metrics answers.
 func (c *config) startSampler(ctx context.Context, interval time.Duration) (stop func(), err error) {
+	stop, _, err = c.startSamplerProc(ctx, interval)
+	return stop, err
+}
+
+// startSamplerProc is startSampler, and returns the sampler's process.
+func (c *config) startSamplerProc(ctx context.Context, interval time.Duration) (stop func(), p *os.Process, err error) {
 	addr, err := benchutil.FreeAddr()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	args := []string{"--interval", interval.String(), "--upstream", c.upstream, "--listen", addr, "--log-level", "warn"}
 	if c.plugins != "" {
@@ -198,9 +220,10 @@ func (c *config) startSampler(ctx context.Context, interval time.Duration) (stop
 	cmd := exec.CommandContext(ctx, c.vigil, args...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", c.vigil, err)
+		return nil, nil, fmt.Errorf("start %s: %w", c.vigil, err)
 	}
 	stop = func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT) // a stopped process would not see the TERM
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
 	}
@@ -208,12 +231,12 @@ func (c *config) startSampler(ctx context.Context, interval time.Duration) (stop
 	for range 100 {
 		if resp, err := hc.Get("http://" + addr + "/metrics"); err == nil {
 			resp.Body.Close()
-			return stop, nil
+			return stop, cmd.Process, nil
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	stop()
-	return nil, fmt.Errorf("%s: no /metrics at %s after 5s", c.vigil, addr)
+	return nil, nil, fmt.Errorf("%s: no /metrics at %s after 5s", c.vigil, addr)
 }
 
 // sink keeps the work from being optimised away.

@@ -329,7 +329,7 @@ func run(o options) error {
 
 	procs := append([]*child{sim}, aggs...)
 	for _, c := range procs {
-		if c.cpu0, err = cpuNanos(c.cmd.Process.Pid); err != nil {
+		if c.cpu0, err = benchutil.CPUNanos(c.cmd.Process.Pid); err != nil {
 			return err
 		}
 		c.rss0, _ = rss(c.cmd.Process.Pid)
@@ -339,7 +339,7 @@ func run(o options) error {
 	}
 	// The top runs in this process: its CPU (with the scrapes) competes
 	// with the tree's for the same cores.
-	self0, err := cpuNanos(os.Getpid())
+	self0, err := benchutil.CPUNanos(os.Getpid())
 	if err != nil {
 		return err
 	}
@@ -394,13 +394,13 @@ func run(o options) error {
 	}
 	cpu := make([]float64, len(procs))
 	for i, c := range procs {
-		c1, err := cpuNanos(c.cmd.Process.Pid)
+		c1, err := benchutil.CPUNanos(c.cmd.Process.Pid)
 		if err != nil {
 			return err
 		}
 		cpu[i] = float64(c1-c.cpu0) / float64(elapsed.Nanoseconds()) * 100
 	}
-	self1, err := cpuNanos(os.Getpid())
+	self1, err := benchutil.CPUNanos(os.Getpid())
 	if err != nil {
 		return err
 	}
@@ -705,32 +705,6 @@ func simBuild(log string) []any {
 	slices.Sort(p50)
 	slices.Sort(p99)
 	return []any{p50[len(p50)/2], p99[len(p99)-1], all[0][3]}
-}
-
-// cpuNanos sums the on-CPU time of every thread of pid.
-func cpuNanos(pid int) (int64, error) {
-	dir := fmt.Sprintf("/proc/%d/task", pid)
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return 0, err
-	}
-	var sum int64
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name(), "schedstat"))
-		if err != nil {
-			continue // the thread exited meanwhile
-		}
-		f := strings.Fields(string(b))
-		if len(f) == 0 {
-			return 0, fmt.Errorf("%s/%s/schedstat: empty", dir, e.Name())
-		}
-		n, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("%s/%s/schedstat: %w", dir, e.Name(), err)
-		}
-		sum += n
-	}
-	return sum, nil
 }
 
 func rss(pid int) (int64, error) {

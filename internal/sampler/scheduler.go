@@ -219,6 +219,9 @@ func (s *Scheduler) sampleOne(ctx context.Context, m *member, now time.Time, b *
 		m.stats.lastErr = ""
 		return
 	}
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return // cut short by shutdown: not the plugin's failure
+	}
 	if errors.Is(err, ErrNotAvailable) {
 		// Guarded: building the arguments allocates, every tick of a
 		// plugin waiting for its hardware (a driver loaded later).

@@ -91,6 +91,30 @@ func TestPanicAndErrorsPerPlugin(t *testing.T) {
 	}
 }
 
+// TestShutdownIsNotAFailure: a plugin cut short by the context ending
+// (the daemon stopping mid-tick) is neither counted nor logged as failing;
+// the same error before shutdown is.
+func TestShutdownIsNotAFailure(t *testing.T) {
+	var logged strings.Builder
+	p := &fakePlugin{err: context.Canceled}
+	s, err := NewScheduler([]Instance{{Name: "slow", Plugin: p, Interval: time.Second}}, nil,
+		slog.New(slog.NewTextHandler(&logged, nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b metric.Batch
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	s.CollectOnce(ctx, time.Unix(1, 0), &b)
+	if n := s.Stats().Plugin("slow").Errors.Load(); n != 0 || logged.Len() != 0 {
+		t.Fatalf("after shutdown: %d errors, log %q; want none", n, logged.String())
+	}
+	s.CollectOnce(context.Background(), time.Unix(2, 0), &b)
+	if n := s.Stats().Plugin("slow").Errors.Load(); n != 1 || !strings.Contains(logged.String(), "plugin sample failed") {
+		t.Fatalf("while running: %d errors, log %q; want 1 and a warning", n, logged.String())
+	}
+}
+
 // TestPanicWhileRunning drives the real tick loop on a fake clock.
 func TestPanicWhileRunning(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
