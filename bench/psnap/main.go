@@ -171,31 +171,10 @@ func (c *config) measure(ctx context.Context, cd condition) (stats, error) {
 		defer stop()
 		time.Sleep(c.warmup)
 	}
-	per := make([][]time.Duration, c.workers)
-	deadline := time.Now().Add(c.duration)
-	var wg sync.WaitGroup
-	for w := range c.workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			ds := make([]time.Duration, 0, int(c.duration/c.quantum)+16)
-			for {
-				t0 := time.Now()
-				if t0.After(deadline) {
-					break
-				}
-				sink.Add(spin(c.spins))
-				ds = append(ds, time.Since(t0))
-			}
-			per[w] = ds
-		}()
-	}
-	wg.Wait()
-	var all []time.Duration
-	for _, ds := range per {
-		all = append(all, ds...)
+	qs := c.work(time.Now().Add(c.duration))()
+	all := make([]time.Duration, len(qs))
+	for i, q := range qs {
+		all[i] = q.d
 	}
 	return summarise(all, c.quantum), nil
 }
@@ -237,6 +216,46 @@ func (c *config) startSamplerProc(ctx context.Context, interval time.Duration) (
 	}
 	stop()
 	return nil, nil, fmt.Errorf("%s: no /metrics at %s after 5s", c.vigil, addr)
+}
+
+// quantum is one work quantum: when it started and how long it took.
+type quantum struct {
+	start time.Time
+	d     time.Duration
+}
+
+// work starts the work loops, one per core, until end, and returns a
+// function that waits for them and returns every quantum.
+func (c *config) work(end time.Time) (wait func() []quantum) {
+	per := make([][]quantum, c.workers)
+	n := int(time.Until(end)/c.quantum) + 16
+	var wg sync.WaitGroup
+	for w := range c.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			qs := make([]quantum, 0, n)
+			for {
+				t0 := time.Now()
+				if t0.After(end) {
+					break
+				}
+				sink.Add(spin(c.spins))
+				qs = append(qs, quantum{t0, time.Since(t0)})
+			}
+			per[w] = qs
+		}()
+	}
+	return func() []quantum {
+		wg.Wait()
+		var all []quantum
+		for _, qs := range per {
+			all = append(all, qs...)
+		}
+		return all
+	}
 }
 
 // sink keeps the work from being optimised away.

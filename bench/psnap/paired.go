@@ -6,9 +6,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
-	"runtime"
 	"sort"
-	"sync"
 	"syscall"
 	"time"
 
@@ -72,32 +70,8 @@ func (c *config) paired(ctx context.Context, cd condition, pairs int, run bool) 
 		plan = append(plan, first, !first)
 	}
 
-	type quantum struct {
-		start time.Time
-		d     time.Duration
-	}
 	begin := time.Now()
-	end := begin.Add(time.Duration(len(plan)) * c.slice)
-	per := make([][]quantum, c.workers)
-	var wg sync.WaitGroup
-	for w := range c.workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			qs := make([]quantum, 0, int(end.Sub(begin)/c.quantum)+16)
-			for {
-				t0 := time.Now()
-				if t0.After(end) {
-					break
-				}
-				sink.Add(spin(c.spins))
-				qs = append(qs, quantum{t0, time.Since(t0)})
-			}
-			per[w] = qs
-		}()
-	}
+	wait := c.work(begin.Add(time.Duration(len(plan)) * c.slice))
 	// The controller sleeps through each slice; its few system calls at
 	// each boundary fall alike on both states.
 	sls := make([]slice, len(plan))
@@ -126,28 +100,26 @@ func (c *config) paired(ctx context.Context, cd condition, pairs int, run bool) 
 		}
 		sl.cpu, cpu = now-cpu, now
 	}
-	wg.Wait()
+	qs := wait()
 
 	// Each quantum counts in the slice it started in.
 	sum := make([]float64, len(sls))
 	cnt := make([]int, len(sls))
 	var r pairedResult
-	for _, qs := range per {
-		for _, q := range qs {
-			i := sort.Search(len(sls), func(i int) bool { return sls[i].end.After(q.start) })
-			if i == len(sls) {
-				continue
-			}
-			sum[i] += float64(q.d)
-			cnt[i]++
-			k := 0
-			if sls[i].treated {
-				k = 1
-			}
-			r.n[k]++
-			if float64(q.d) >= 1.5*float64(c.quantum) {
-				r.tail[k]++
-			}
+	for _, q := range qs {
+		i := sort.Search(len(sls), func(i int) bool { return sls[i].end.After(q.start) })
+		if i == len(sls) {
+			continue
+		}
+		sum[i] += float64(q.d)
+		cnt[i]++
+		k := 0
+		if sls[i].treated {
+			k = 1
+		}
+		r.n[k]++
+		if float64(q.d) >= 1.5*float64(c.quantum) {
+			r.tail[k]++
 		}
 	}
 	var runCPU, runTime float64
