@@ -76,6 +76,19 @@ type Registration struct {
 	New func(cfg Configurable) Plugin
 	// SampleConfig is the commented TOML printed by --sample-config.
 	SampleConfig string
+	// MinInterval: unless its table sets an interval, the plugin samples
+	// at the sampler's interval but not more often than this (0: no
+	// bound), for plugins whose figures gain nothing at 10 Hz.
+	MinInterval time.Duration
+}
+
+// Interval returns the plugin's sampling interval, given its table's
+// settings and the sampler's interval.
+func (r Registration) Interval(c *Common, sampler time.Duration) time.Duration {
+	if c.Interval != 0 {
+		return c.Interval.D()
+	}
+	return max(sampler, r.MinInterval)
 }
 
 // registry is filled by init functions of plugin packages and read-only afterwards.

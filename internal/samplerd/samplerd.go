@@ -144,10 +144,7 @@ func Build(o *Options, log *slog.Logger, sink sampler.Sink) (*sampler.Scheduler,
 			}
 			return nil, fmt.Errorf("plugin %s: %w", name, err)
 		}
-		iv, off := o.Interval, o.Offset
-		if c := cfg.CommonConfig(); c.Interval != 0 {
-			iv = c.Interval.D()
-		}
+		iv, off := reg.Interval(cfg.CommonConfig(), o.Interval), o.Offset
 		if c := cfg.CommonConfig(); c.Offset != 0 {
 			off = c.Offset.D()
 		}

@@ -98,3 +98,43 @@ func TestZeroAllocsEachPlugin(t *testing.T) {
 		})
 	}
 }
+
+// TestMinInterval: procs samples at the sampler's interval but at most
+// once a second, so a 10 Hz sampler runs it in a group of its own, unless
+// its table sets an interval.
+func TestMinInterval(t *testing.T) {
+	f10, err := config.Parse("procs10hz.toml", []byte("[plugins.procs]\ninterval = \"100ms\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		cfg    *config.File
+		iv     time.Duration
+		groups int
+	}{
+		{"1 Hz", config.Defaults(), time.Second, 1},
+		{"10 Hz", config.Defaults(), 100 * time.Millisecond, 2},
+		{"0.1 Hz", config.Defaults(), 10 * time.Second, 1},
+		{"10 Hz, procs set to 10 Hz", f10, 100 * time.Millisecond, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := &Options{Config: tc.cfg, Node: "test", Root: fixture, Interval: tc.iv, Plugins: []string{"load", "procs"}}
+			s, err := Build(o, slog.New(slog.DiscardHandler), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if s.Groups() != tc.groups {
+				t.Errorf("%d groups, want %d", s.Groups(), tc.groups)
+			}
+		})
+	}
+	reg, _ := sampler.Lookup("procs")
+	if got := reg.Interval(&sampler.Common{}, 100*time.Millisecond); got != time.Second {
+		t.Errorf("procs at a 100ms sampler: %v, want 1s", got)
+	}
+	if got := reg.Interval(&sampler.Common{}, 5*time.Second); got != 5*time.Second {
+		t.Errorf("procs at a 5s sampler: %v, want 5s", got)
+	}
+}
