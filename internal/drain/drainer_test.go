@@ -138,6 +138,9 @@ func TestDrainResume(t *testing.T) {
 	n.tick(m, n.set("scratch_rw", "read-only", true))
 	n.tick(m, n.set("munge", "not running", true))
 	waitUntil(t, "cn12 drained", func() bool { return sl.get("cn12").Drained() })
+	// The event follows the scheduler's command: wait for it too, so the
+	// passes below come after it.
+	waitUntil(t, "the drain event", func() bool { return rec.has(events.KindDrain) })
 	if r := sl.get("cn12").Reason; r != "vigil: scratch_rw: read-only" {
 		t.Fatalf("reason %q", r)
 	}
@@ -151,6 +154,7 @@ func TestDrainResume(t *testing.T) {
 	}
 	n.tick(m, n.set("munge", "", false))
 	waitUntil(t, "cn12 resumed", func() bool { return !sl.get("cn12").Drained() })
+	waitUntil(t, "the resume event", func() bool { return rec.has(events.KindResume) })
 	n.tick(m, false)
 	settle(m)
 	if c := sl.takeCalls(); len(c) != 1 || c[0] != "resume cn12" {

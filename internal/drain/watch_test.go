@@ -26,6 +26,18 @@ func (r *recorder) Emit(e events.Event) {
 	r.mu.Unlock()
 }
 
+// has tells whether an event of kind was emitted (and not yet taken).
+func (r *recorder) has(kind string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.ev {
+		if e.Kind == kind {
+			return true
+		}
+	}
+	return false
+}
+
 func (r *recorder) take() []events.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
