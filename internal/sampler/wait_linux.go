@@ -21,14 +21,16 @@ import (
 // makes a syscall the runtime is told about (syscall.Syscall, os.File reads);
 // hence the raw syscalls here and in the plugins' non-blocking calls.
 type kernelTimer struct {
-	f    *os.File
-	rc   syscall.RawConn
-	fd   uintptr
-	spec itimerspec
-	exp  [8]byte       // expiration count read from the timerfd
-	errn syscall.Errno // result of the last read
-	read func(fd uintptr) bool
-	stop func() bool // unregisters the ctx hook
+	f      *os.File
+	rc     syscall.RawConn
+	fd     uintptr
+	spec   itimerspec
+	exp    [8]byte       // expiration count read from the timerfd
+	errn   syscall.Errno // result of the last read
+	arm    bool          // the next call of read arms the timer (see readOnce)
+	armErr syscall.Errno // result of arming
+	read   func(fd uintptr) bool
+	stop   func() bool // unregisters the ctx hook
 }
 
 type itimerspec struct {
@@ -71,10 +73,24 @@ func newKernelTimer(ctx context.Context) (*kernelTimer, error) {
 	return k, nil
 }
 
-// readOnce is the RawConn callback: one non-blocking read(2), done unless
-// the timer has not expired yet. Raw syscalls: neither call can block, and
-// a syscall the runtime is told about would wake sysmon.
+// readOnce is the RawConn callback. Its first call of a wait arms the
+// timer and parks without reading: a read(2) right after arming could only
+// say EAGAIN. Arming here, after RawRead has reset the poller's state, is
+// what makes skipping it safe: the expiry is then an edge the poller keeps
+// even if it comes before the park (armed before RawRead, a past instant
+// could expire and be reported to the poller, and RawRead would discard
+// it). Later calls make one non-blocking read(2), done unless the timer
+// has not expired yet (a wake-up without an expiry). Raw syscalls: none
+// can block, and a syscall the runtime is told about would wake sysmon.
 func (k *kernelTimer) readOnce(fd uintptr) bool {
+	if k.arm {
+		k.arm = false
+		// CANCEL_ON_SET: a wall clock set back (or forward) ends the wait
+		// with ECANCELED instead of leaving it armed for a time that has moved.
+		_, _, k.armErr = syscall.RawSyscall6(syscall.SYS_TIMERFD_SETTIME, fd, tfdTimerAbstime|tfdTimerCancelOnSet,
+			uintptr(unsafe.Pointer(&k.spec)), 0, 0, 0)
+		return k.armErr != 0
+	}
 	for {
 		_, _, k.errn = syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&k.exp[0])), uintptr(len(k.exp)))
 		if k.errn != syscall.EINTR {
@@ -88,18 +104,15 @@ func (k *kernelTimer) wait(ctx context.Context, next time.Time) error {
 		return err
 	}
 	k.spec.value = syscall.NsecToTimespec(next.UnixNano())
-	// CANCEL_ON_SET: a wall clock set back (or forward) ends the wait with
-	// ECANCELED instead of leaving it armed for a time that has moved.
-	_, _, e := syscall.RawSyscall6(syscall.SYS_TIMERFD_SETTIME, k.fd, tfdTimerAbstime|tfdTimerCancelOnSet,
-		uintptr(unsafe.Pointer(&k.spec)), 0, 0, 0)
-	if e != 0 {
-		return fmt.Errorf("timerfd_settime: %w", e)
-	}
+	k.arm, k.armErr = true, 0
 	if err := k.rc.Read(k.read); err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil {
 			return ctx.Err()
 		}
 		return fmt.Errorf("timerfd: %w", err)
+	}
+	if k.armErr != 0 {
+		return fmt.Errorf("timerfd_settime: %w", k.armErr)
 	}
 	switch k.errn {
 	case 0, syscall.ECANCELED:

@@ -118,3 +118,26 @@ func TestKernelTimerWaitAllocs(t *testing.T) {
 		t.Errorf("%v allocations per wait, want 0", a)
 	}
 }
+
+// A tick due before the wait parks (the first read is skipped) must still
+// wake it: the expiry is an edge the poller keeps.
+func TestKernelTimerDueBeforePark(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	k, err := newKernelTimer(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.close()
+	for i, d := range []time.Duration{-time.Second, 0, time.Microsecond, 50 * time.Microsecond} {
+		for range 20 {
+			next := time.Now().Add(d)
+			if err := k.wait(ctx, next); err != nil {
+				t.Fatalf("case %d (%v): %v", i, d, err)
+			}
+			if now := time.Now(); now.Before(next) {
+				t.Fatalf("case %d (%v): woke at %v, before %v", i, d, now, next)
+			}
+		}
+	}
+}
