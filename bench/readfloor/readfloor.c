@@ -7,15 +7,22 @@
 // the kernel for exactly what the sampler's plugins ask for, without parsing
 // anything: pread of each -r file into one buffer, a zero-timeout ppoll of
 // each -p file (re-read every -k ticks), statfs of each -s path and, with -u,
-// getrusage, with -n uname(2) and with -a a read-only adjtimex(2). Its CPU time per tick is the floor of any 10 Hz reader on the
+// getrusage, with -n uname(2), with -a a read-only adjtimex(2) and with -l
+// one netlink RTM_GETSTATS dump of every interface's counters (the netdev
+// plugin's source on the live system), read to its end. Its CPU time per tick is the floor of any 10 Hz reader on the
 // machine; what vigil-sampler spends above it is Go and our parsing.
 //
-//	readfloor -i NANOSECONDS [-u] [-n] [-a] [-k TICKS] [-r FILE]... [-p FILE]... [-s PATH]...
+//	readfloor -i NANOSECONDS [-u] [-n] [-a] [-l] [-k TICKS] [-r FILE]... [-p FILE]... [-s PATH]...
 //
 // It runs until killed. (The go:build line keeps the go tool away from it.)
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/if_link.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,7 +54,7 @@ static int open_or_die(const char *path) {
 
 int main(int argc, char **argv) {
 	long long iv = 0, every = 100;
-	int rusage = 0, unamecall = 0, adjtimexcall = 0, nr = 0, np = 0, ns = 0, opt;
+	int rusage = 0, unamecall = 0, adjtimexcall = 0, nlfd = -1, nr = 0, np = 0, ns = 0, opt;
 	int rfd[MAXN];
 	/* Per-file read size, grown like kernfs.File's buffer: /proc/sys
 	 * handlers allocate and zero as much as a read asks for, so asking
@@ -56,7 +63,7 @@ int main(int argc, char **argv) {
 	struct pollfd pfd[MAXN];
 	const char *spath[MAXN];
 
-	while ((opt = getopt(argc, argv, "i:unak:r:p:s:")) != -1) {
+	while ((opt = getopt(argc, argv, "i:unalk:r:p:s:")) != -1) {
 		if ((opt == 'r' && nr == MAXN) || (opt == 'p' && np == MAXN) || (opt == 's' && ns == MAXN)) {
 			fprintf(stderr, "readfloor: more than %d of -%c\n", MAXN, opt);
 			return 2;
@@ -66,6 +73,13 @@ int main(int argc, char **argv) {
 		case 'u': rusage = 1; break;
 		case 'n': unamecall = 1; break;
 		case 'a': adjtimexcall = 1; break;
+		case 'l':
+			nlfd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+			if (nlfd < 0) {
+				perror("netlink socket");
+				exit(1);
+			}
+			break;
 		case 'k': every = atoll(optarg); break;
 		case 'r':
 			rsz[nr] = 4096;
@@ -77,7 +91,7 @@ int main(int argc, char **argv) {
 			break;
 		case 's': spath[ns++] = optarg; break;
 		default:
-			fprintf(stderr, "usage: readfloor -i NS [-u] [-n] [-a] [-k TICKS] [-r FILE]... [-p FILE]... [-s PATH]...\n");
+			fprintf(stderr, "usage: readfloor -i NS [-u] [-n] [-a] [-l] [-k TICKS] [-r FILE]... [-p FILE]... [-s PATH]...\n");
 			return 2;
 		}
 	}
@@ -116,6 +130,28 @@ int main(int argc, char **argv) {
 		if (adjtimexcall) {
 			struct timex tx = {0};
 			adjtimex(&tx);
+		}
+		if (nlfd >= 0) {
+			struct {
+				struct nlmsghdr h;
+				struct if_stats_msg m;
+			} req;
+			memset(&req, 0, sizeof req);
+			req.h.nlmsg_len = sizeof req;
+			req.h.nlmsg_type = RTM_GETSTATS;
+			req.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+			req.h.nlmsg_seq = (unsigned)tick + 1;
+			req.m.filter_mask = IFLA_STATS_FILTER_BIT(IFLA_STATS_LINK_64);
+			if (send(nlfd, &req, sizeof req, 0) == (ssize_t)sizeof req) {
+				for (int done = 0; !done;) {
+					ssize_t r = recv(nlfd, buf, sizeof buf, MSG_DONTWAIT);
+					if (r <= 0)
+						break;
+					for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, r); h = NLMSG_NEXT(h, r))
+						if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR)
+							done = 1;
+				}
+			}
 		}
 		/* Skip ticks that already passed, as the sampler does. */
 		next = (now_ns() / iv + 1) * iv;

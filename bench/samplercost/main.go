@@ -282,7 +282,14 @@ func (c *config) floorArgs(vigilAddr string) ([]string, error) {
 		case "load":
 			args = append(args, "-r", root+"/proc/loadavg")
 		case "netdev":
-			args = append(args, "-r", root+"/proc/net/dev")
+			if root == "" {
+				// The live system: the plugin's one netlink dump a tick.
+				args = append(args, "-l")
+			} else {
+				// Another root: the file, and each interface's sysfs
+				// rx_nohandler (left out: the floor is then a little low).
+				args = append(args, "-r", root+"/proc/net/dev")
+			}
 		case "diskstats":
 			args = append(args, "-r", root+"/proc/diskstats")
 		case "self":

@@ -1,7 +1,10 @@
-// Package netdev samples /proc/net/dev (node_exporter's netdev collector):
-// sixteen counters per network interface, and the packets dropped for want
-// of a protocol handler from sysfs (node_exporter reads those over netlink;
-// /proc/net/dev has no column for them).
+// Package netdev samples network interface counters (node_exporter's netdev
+// collector): the sixteen columns of /proc/net/dev per interface, and the
+// packets dropped for want of a protocol handler, which /proc/net/dev has
+// no column for. On the live system (root "/") one netlink RTM_GETSTATS
+// dump a tick gives all of them (netlink.go); with another root, or
+// netlink = false, the plugin reads /proc/net/dev and each interface's
+// sysfs statistics/rx_nohandler.
 package netdev
 
 import (
@@ -24,9 +27,9 @@ var sampleConfig string
 func init() {
 	sampler.Register(sampler.Registration{
 		Name:         "netdev",
-		Description:  "network interface counters from /proc/net/dev",
+		Description:  "network interface counters (netlink, or /proc/net/dev)",
 		Default:      true,
-		NewConfig:    func() sampler.Configurable { return &Config{MaxDevices: 1024} },
+		NewConfig:    func() sampler.Configurable { return &Config{MaxDevices: 1024, Netlink: true} },
 		New:          func(c sampler.Configurable) sampler.Plugin { return &Netdev{cfg: *c.(*Config)} },
 		SampleConfig: sampleConfig,
 	})
@@ -41,6 +44,9 @@ type Config struct {
 	DeviceExclude []string `toml:"device_exclude"`
 	// MaxDevices bounds the per-interface cache.
 	MaxDevices int `toml:"max_devices"`
+	// Netlink reads the counters with one netlink request a tick where
+	// the root is "/"; false reads /proc/net/dev and sysfs instead.
+	Netlink bool `toml:"netlink"`
 }
 
 // Validate checks the glob patterns and the cache bound.
@@ -78,6 +84,7 @@ const forgetAfter = 64
 type device struct {
 	skip     bool // filtered out by the config
 	lastSeen uint64
+	ifindex  uint32 // netlink's key for it; 0 when read from /proc/net/dev
 	descs    [NumCols]*metric.Desc
 	// nohandler is statistics/rx_nohandler in sysfs; nil once it was
 	// found missing (virtual devices of old kernels, fixtures without it).
@@ -92,7 +99,21 @@ type Netdev struct {
 	file    *kernfs.File
 	devices map[string]*device
 	tick    uint64
+
+	// The netlink source (netlink.go), used when useNetlink is set.
+	useNetlink bool
+	nl         *nlSocket // nil until opened, and after a failed dump
+	resync     bool      // dump the links (names) before the next stats
+	names      map[uint32]string
+	byIndex    map[uint32]*device
+	stats      [maxLinkStats]uint64
+	batch      *metric.Batch // the batch of the Sample under way
+	handle     func(nlMsg) error
 }
+
+// maxNames bounds the interface names kept from netlink; one more
+// interface than this is an error, not unbounded memory.
+const maxNames = 1 << 16
 
 // Init validates the config and resolves the file under the root.
 func (n *Netdev) Init(env sampler.Env) error {
@@ -103,11 +124,29 @@ func (n *Netdev) Init(env sampler.Env) error {
 	n.file = kernfs.NewFile(env.FS.Path("proc", "net", "dev"), 8192)
 	n.file.NonBlocking = true // a system-wide /proc file: raw reads (kernfs.File)
 	n.devices = make(map[string]*device)
+	if n.cfg.Netlink && env.FS.Root == "/" {
+		nl, err := openNetlink()
+		if err != nil {
+			// Seccomp, or not Linux: the files give the same counters.
+			if env.Logger != nil {
+				env.Logger.Info("netdev: no netlink, reading /proc/net/dev and sysfs", "err", err)
+			}
+		} else {
+			n.useNetlink, n.nl, n.resync = true, nl, true
+			n.names = make(map[uint32]string)
+			n.byIndex = make(map[uint32]*device)
+			n.handle = n.handleMsg // built once: a method value per tick would allocate
+		}
+	}
 	return nil
 }
 
-// Sample reads /proc/net/dev once and appends 16 counters per interface.
+// Sample appends 16 counters per interface (and rx_nohandler where the
+// kernel has it) from netlink or from /proc/net/dev.
 func (n *Netdev) Sample(_ context.Context, _ time.Time, b *metric.Batch) error {
+	if n.useNetlink {
+		return n.sampleNetlink(b)
+	}
 	data, err := n.file.Read()
 	if err != nil {
 		return err
@@ -154,11 +193,11 @@ func (n *Netdev) device(name []byte) *device {
 			d.descs[i] = metric.NewDesc("node_network_"+c+"_total",
 				"Network device statistic "+c+".", metric.Counter, "device", s)
 		}
-		if !strings.ContainsAny(s, "/") && s != "." && s != ".." {
+		d.nohandlerDesc = metric.NewDesc("node_network_receive_nohandler_total",
+			"Network device statistic receive_nohandler.", metric.Counter, "device", s)
+		if !n.useNetlink && !strings.ContainsAny(s, "/") && s != "." && s != ".." {
 			d.nohandler = kernfs.NewFile(n.fs.Path("sys", "class", "net", s, "statistics", "rx_nohandler"), 32)
 			d.nohandler.NonBlocking = true // an in-memory sysfs attribute
-			d.nohandlerDesc = metric.NewDesc("node_network_receive_nohandler_total",
-				"Network device statistic receive_nohandler.", metric.Counter, "device", s)
 		}
 	}
 	n.devices[s] = d
@@ -195,6 +234,9 @@ func (n *Netdev) forget() {
 func (n *Netdev) drop(name string, d *device) {
 	if d.nohandler != nil {
 		d.nohandler.Close()
+	}
+	if d.ifindex != 0 && n.byIndex[d.ifindex] == d {
+		delete(n.byIndex, d.ifindex)
 	}
 	delete(n.devices, name)
 }

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -182,6 +186,58 @@ func TestParse(t *testing.T) {
 
 func TestZeroAllocs(t *testing.T) {
 	testutil.ZeroAllocs(t, "netdev", "testdata/basic", nil)
+	if runtime.GOOS == "linux" {
+		t.Run("netlink", func(t *testing.T) { testutil.ZeroAllocs(t, "netdev", "/", nil) })
+	}
+}
+
+// TestNetlinkMatchesProc samples this machine's interfaces over netlink
+// between two readings of /proc/net/dev and sysfs: the same series, each
+// counter between its two file readings.
+func TestNetlinkMatchesProc(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("netlink is Linux's")
+	}
+	files := func() sampler.Configurable {
+		reg, _ := sampler.Lookup("netdev")
+		c := reg.NewConfig().(*netdev.Config)
+		c.Netlink = false
+		return c
+	}
+	pf, _ := testutil.NewPlugin(t, "netdev", "/", files())
+	pn, _ := testutil.NewPlugin(t, "netdev", "/", nil)
+	defer pf.(io.Closer).Close()
+	defer pn.(io.Closer).Close()
+	if netdev.UsesNetlink(pf) || !netdev.UsesNetlink(pn) {
+		t.Fatalf("netlink used: files plugin %v, default plugin %v", netdev.UsesNetlink(pf), netdev.UsesNetlink(pn))
+	}
+	sample := func(p sampler.Plugin) map[string]float64 {
+		var b metric.Batch
+		if err := p.Sample(context.Background(), time.Now(), &b); err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]float64{}
+		for _, s := range b.Samples() {
+			m[s.Desc.Name+"{"+s.Desc.Labels[0].Value+"}"] = s.Value
+		}
+		return m
+	}
+	for round := range 3 {
+		before, nl, after := sample(pf), sample(pn), sample(pf)
+		if len(nl) == 0 || len(nl) != len(before) || len(nl) != len(after) {
+			t.Fatalf("round %d: %d series over netlink, %d and %d from the files", round, len(nl), len(before), len(after))
+		}
+		for k, v := range nl {
+			lo, ok := before[k]
+			if !ok {
+				t.Errorf("round %d: %s over netlink only", round, k)
+				continue
+			}
+			if v < lo || v > after[k] {
+				t.Errorf("round %d: %s = %v over netlink, %v then %v from the files", round, k, v, lo, after[k])
+			}
+		}
+	}
 }
 
 func BenchmarkSample(b *testing.B) {
@@ -242,5 +298,89 @@ func TestConfigFile(t *testing.T) {
 	_, err = config.Parse("vigil.toml", []byte("[plugins.netdev]\ndevice_exclude = [\"eth[\"]\n"))
 	if err == nil || !strings.Contains(err.Error(), `vigil.toml:1: plugins.netdev: device pattern "eth["`) {
 		t.Errorf("bad glob: err = %v", err)
+	}
+}
+
+// netnsEnv names the variable under which this test binary runs inside a
+// network namespace of its own (TestNetlinkFollowsLinks).
+const netnsEnv = "VIGIL_NETDEV_IN_NETNS"
+
+// TestNetlinkFollowsLinks watches the kernel's own link notifications: in
+// a network namespace of its own (unshare --net, root), a veth pair
+// created, renamed and removed by ip(8) shows up, moves to its new name
+// and goes, each on the next tick.
+func TestNetlinkFollowsLinks(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("netlink is Linux's")
+	}
+	if os.Getenv(netnsEnv) == "" {
+		if testing.Short() {
+			t.Skip("end-to-end")
+		}
+		if os.Geteuid() != 0 {
+			t.Skip("needs root for a network namespace")
+		}
+		unshare := testutil.LookPeer(t, "unshare", "apt-get install util-linux")
+		testutil.LookPeer(t, "ip", "apt-get install iproute2")
+		exe, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(unshare, "--net", exe, "-test.run", "^TestNetlinkFollowsLinks$", "-test.v")
+		cmd.Env = append(os.Environ(), netnsEnv+"=1")
+		out, err := cmd.CombinedOutput()
+		t.Logf("in a network namespace:\n%s", out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(out), "--- PASS: TestNetlinkFollowsLinks") {
+			t.Fatal("the test did not run in the namespace")
+		}
+		return
+	}
+	p, _ := testutil.NewPlugin(t, "netdev", "/", nil)
+	defer p.(io.Closer).Close()
+	if !netdev.UsesNetlink(p) {
+		t.Fatal("not reading netlink")
+	}
+	devices := func() string {
+		var b metric.Batch
+		if err := p.Sample(context.Background(), time.Now(), &b); err != nil {
+			t.Fatal(err)
+		}
+		n := map[string]int{}
+		for _, s := range b.Samples() {
+			n[s.Desc.Labels[0].Value]++
+		}
+		var out []string
+		for d, k := range n {
+			if k != netdev.NumCols+1 {
+				t.Errorf("%s has %d series, want %d", d, k, netdev.NumCols+1)
+			}
+			out = append(out, d)
+		}
+		slices.Sort(out)
+		return strings.Join(out, " ")
+	}
+	ip := func(args ...string) {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	if got := devices(); got != "lo" {
+		t.Fatalf("a new namespace: %q, want lo", got)
+	}
+	for _, step := range []struct {
+		ip   []string
+		want string
+	}{
+		{[]string{"link", "add", "vt-a", "type", "veth", "peer", "name", "vt-b"}, "lo vt-a vt-b"},
+		{[]string{"link", "set", "vt-a", "name", "vt-c"}, "lo vt-b vt-c"},
+		{[]string{"link", "del", "vt-c"}, "lo"}, // removes its peer too
+	} {
+		ip(step.ip...)
+		if got := devices(); got != step.want {
+			t.Errorf("after ip %s: %q, want %q", strings.Join(step.ip, " "), got, step.want)
+		}
 	}
 }
