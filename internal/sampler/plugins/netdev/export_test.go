@@ -7,3 +7,6 @@ func CachedDevices(p sampler.Plugin) int { return len(p.(*Netdev).devices) }
 
 // UsesNetlink reports whether the plugin reads netlink.
 func UsesNetlink(p sampler.Plugin) bool { return p.(*Netdev).useNetlink }
+
+// Resync makes the next tick dump the links again.
+func Resync(p sampler.Plugin) { p.(*Netdev).resync = true }

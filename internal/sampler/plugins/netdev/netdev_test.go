@@ -383,4 +383,26 @@ func TestNetlinkFollowsLinks(t *testing.T) {
 			t.Errorf("after ip %s: %q, want %q", strings.Join(step.ip, " "), got, step.want)
 		}
 	}
+
+	// Hundreds of interfaces at once: more notifications than the socket
+	// holds (ENOBUFS), so the names are dumped again within the tick; both
+	// dumps span several datagrams. Then a dump of the names with all of
+	// them there.
+	batch := filepath.Join(t.TempDir(), "batch")
+	var sb strings.Builder
+	want := []string{"lo"}
+	for i := range 300 {
+		fmt.Fprintf(&sb, "link add va%03d type veth peer name vb%03d\n", i, i)
+		want = append(want, fmt.Sprintf("va%03d", i), fmt.Sprintf("vb%03d", i))
+	}
+	slices.Sort(want)
+	writeFile(t, batch, sb.String())
+	ip("-batch", batch)
+	if got := devices(); got != strings.Join(want, " ") {
+		t.Errorf("after adding 600 interfaces: %d of them, want %d", len(strings.Fields(got)), len(want))
+	}
+	netdev.Resync(p)
+	if got := devices(); got != strings.Join(want, " ") {
+		t.Errorf("after dumping the links again: %d interfaces, want %d", len(strings.Fields(got)), len(want))
+	}
 }

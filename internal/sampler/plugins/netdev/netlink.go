@@ -216,17 +216,26 @@ func (n *Netdev) sampleNetlink(b *metric.Batch) error {
 	n.tick++
 	n.batch = b
 	defer func() { n.batch = nil }()
-	if n.resync {
-		clear(n.names)
-		clear(n.byIndex)
-		n.resync = false
-		if err := n.dump(rtmGetLink, ifinfoReq[:]); err != nil {
+	defer n.forget()
+	start := b.Len()
+	for retried := false; ; retried = true {
+		if n.resync {
+			clear(n.names)
+			clear(n.byIndex)
+			n.resync = false
+			if err := n.dump(rtmGetLink, ifinfoReq[:]); err != nil {
+				return err
+			}
+		}
+		if err := n.dump(rtmGetStats, ifStatsReq[:]); err != nil || !n.resync || retried {
 			return err
 		}
+		// The names went stale during this dump (notifications lost to a
+		// burst of new links, or a link counted before its notification
+		// was read): dump the links and count again, once, so that every
+		// interface is counted under its name on the tick it is seen.
+		b.Truncate(start)
 	}
-	err := n.dump(rtmGetStats, ifStatsReq[:])
-	n.forget()
-	return err
 }
 
 func (n *Netdev) dump(typ uint16, req []byte) error {
