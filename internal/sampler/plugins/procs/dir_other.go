@@ -23,7 +23,10 @@ func (d *procDir) listPIDs(pids []int32) ([]int32, error) {
 
 func openat(int, []byte) (int, error)                   { return -1, errors.ErrUnsupported }
 func pread(int, []byte) (data, grown []byte, err error) { return nil, nil, errors.ErrUnsupported }
-func vanished(error) bool                               { return false }
-func denied(error) bool                                 { return false }
-func closeFD(int)                                       {}
-func fdBudget(want int) int                             { return want }
+func preadMaySleep(int, []byte) (data, grown []byte, err error) {
+	return nil, nil, errors.ErrUnsupported
+}
+func vanished(error) bool   { return false }
+func denied(error) bool     { return false }
+func closeFD(int)           {}
+func fdBudget(want int) int { return want }

@@ -47,7 +47,7 @@ type Config struct {
 	sampler.Common
 	Top          int `toml:"top" comment:"processes reported by CPU and, separately, by resident memory (1-1000)"`
 	MaxProcesses int `toml:"max_processes" comment:"most processes tracked; more are counted but not ranked"`
-	MaxOpenFiles int `toml:"max_open_files" comment:"/proc/<pid>/stat files kept open between ticks (0 = reopen every tick)"`
+	MaxOpenFiles int `toml:"max_open_files" comment:"/proc/<pid> files kept open between ticks: stat, and status and io of the reported processes (0 = reopen every tick)"`
 }
 
 // DefaultConfig returns the defaults.
@@ -82,6 +82,8 @@ const maxComm = 64
 type proc struct {
 	pid       int32
 	statFD    int32 // /proc/<pid>/stat kept open, or -1
+	statusFD  int32 // /proc/<pid>/status kept open while in a top set, or -1
+	ioFD      int32 // /proc/<pid>/io, likewise
 	start     uint64
 	cpu       uint64 // utime+stime, clock ticks
 	prevCPU   uint64
@@ -115,7 +117,7 @@ type Procs struct {
 	dir      procDir
 	pageSize uint64
 	users    map[uint32]string
-	openLeft int // stat files we may still keep open
+	openLeft int // files we may still keep open
 
 	pids      []int32
 	cur, prev []proc
@@ -203,7 +205,7 @@ func (p *Procs) Sample(ctx context.Context, now time.Time, b *metric.Batch) erro
 			st = p.prev[j]
 			j++
 		} else {
-			st = proc{pid: pid, statFD: -1}
+			st = proc{pid: pid, statFD: -1, statusFD: -1, ioFD: -1}
 		}
 		st.top = false
 		ok, err := p.readStat(&st, nowNanos)
@@ -244,6 +246,7 @@ func (p *Procs) Sample(ctx context.Context, now time.Time, b *metric.Batch) erro
 	}
 	for i := range p.cur {
 		if !p.cur[i].top {
+			p.closeTopFiles(&p.cur[i])
 			continue
 		}
 		if err := p.emit(&p.cur[i], b); err != nil {
@@ -266,9 +269,20 @@ func (p *Procs) Sample(ctx context.Context, now time.Time, b *metric.Batch) erro
 
 // forget closes what a process state holds.
 func (p *Procs) forget(st *proc) {
-	if st.statFD >= 0 {
-		closeFD(int(st.statFD))
-		st.statFD = -1
+	p.closeFD(&st.statFD)
+	p.closeTopFiles(st)
+}
+
+// closeTopFiles closes the files read only for a process in a top set.
+func (p *Procs) closeTopFiles(st *proc) {
+	p.closeFD(&st.statusFD)
+	p.closeFD(&st.ioFD)
+}
+
+func (p *Procs) closeFD(fd *int32) {
+	if *fd >= 0 {
+		closeFD(int(*fd))
+		*fd = -1
 		p.openLeft++
 	}
 }
@@ -286,7 +300,8 @@ func (p *Procs) pathString() string {
 	return p.dir.path + "/" + string(p.path[:len(p.path)-1])
 }
 
-// readFile reads <pid>/<name>, opening and closing it.
+// readFile reads <pid>/<name>, opening and closing it; its read may
+// sleep (preadMaySleep).
 func (p *Procs) readFile(pid int32, name string) ([]byte, error) {
 	p.setPath(pid, name)
 	fd, err := openat(p.dir.fd, p.path)
@@ -294,8 +309,39 @@ func (p *Procs) readFile(pid int32, name string) ([]byte, error) {
 		return nil, err
 	}
 	var data []byte
-	data, p.buf, err = pread(fd, p.buf)
+	data, p.buf, err = preadMaySleep(fd, p.buf)
 	closeFD(fd)
+	return data, err
+}
+
+// readKept reads <pid>/<name> through *fd, opening it first if need be
+// and keeping it open while the budget allows: a process in a top set is
+// read every tick, and an open and a close cost more than the read.
+// The file is closed when the process leaves the top sets or exits.
+func (p *Procs) readKept(pid int32, fd *int32, name string, maySleep bool) (data []byte, err error) {
+	read := pread
+	if maySleep {
+		read = preadMaySleep
+	}
+	p.setPath(pid, name)
+	if *fd >= 0 {
+		if data, p.buf, err = read(int(*fd), p.buf); err == nil {
+			return data, nil
+		}
+		// Gone, or refused: opened again by path below, which tells.
+		p.closeFD(fd)
+	}
+	f, err := openat(p.dir.fd, p.path)
+	if err != nil {
+		return nil, err
+	}
+	data, p.buf, err = read(f, p.buf)
+	if err == nil && p.openLeft > 0 {
+		*fd = int32(f)
+		p.openLeft--
+	} else {
+		closeFD(f)
+	}
 	return data, err
 }
 
@@ -370,7 +416,7 @@ func (p *Procs) readStat(st *proc, nowNanos int64) (ok bool, err error) {
 
 // emit reads owner and I/O of a top process and appends its samples.
 func (p *Procs) emit(st *proc, b *metric.Batch) error {
-	data, err := p.readFile(st.pid, "status")
+	data, err := p.readKept(st.pid, &st.statusFD, "status", false)
 	if err != nil {
 		if vanished(err) || denied(err) {
 			return nil
@@ -383,7 +429,7 @@ func (p *Procs) emit(st *proc, b *metric.Batch) error {
 	}
 	var io IO
 	hasIO := false
-	data, err = p.readFile(st.pid, "io")
+	data, err = p.readKept(st.pid, &st.ioFD, "io", true)
 	switch {
 	case err == nil:
 		if err := ParseIO(data, &io); err != nil {

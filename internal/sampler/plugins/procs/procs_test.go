@@ -180,11 +180,66 @@ func TestCPURate(t *testing.T) {
 	if got := v["vigil_processes "]; got != 1 {
 		t.Errorf("vigil_processes = %v, want 1", got)
 	}
-	if p.openLeft != openBefore+1 {
-		t.Errorf("open budget = %d, want %d (file of the exited process closed)", p.openLeft, openBefore+1)
+	if p.openLeft != openBefore+3 {
+		t.Errorf("open budget = %d, want %d (stat, status and io of the exited process closed)", p.openLeft, openBefore+3)
 	}
 	if len(p.cur) != 1 {
 		t.Errorf("tracked processes = %d, want 1", len(p.cur))
+	}
+}
+
+// TestTopFilesKept checks that status and io stay open while a process is
+// in a top set, are read again through the kept descriptors, and are
+// closed when it leaves the sets.
+func TestTopFilesKept(t *testing.T) {
+	root := t.TempDir()
+	a := fakeProc{pid: 10, comm: "a", uid: 1001, utime: 100, threads: 1, start: 1, rssPages: 900}
+	b := fakeProc{pid: 11, comm: "b", uid: 0, utime: 1, threads: 1, start: 1, rssPages: 10}
+	writeRoot(t, root, []fakeProc{a, b})
+	cfg := DefaultConfig()
+	cfg.Top = 1
+	p := newProcs(t, root, cfg)
+	t0 := time.Unix(1700000000, 0)
+	state := func(pid int32) *proc {
+		for i := range p.cur {
+			if p.cur[i].pid == pid {
+				return &p.cur[i]
+			}
+		}
+		t.Fatalf("pid %d not tracked", pid)
+		return nil
+	}
+	v := mustSample(t, p, t0)
+	if sa, sb := state(10), state(11); sa.statusFD < 0 || sa.ioFD < 0 || sb.statusFD >= 0 || sb.ioFD >= 0 {
+		t.Fatalf("status/io kept: a %d/%d (want open), b %d/%d (want -1)", sa.statusFD, sa.ioFD, sb.statusFD, sb.ioFD)
+	}
+	budget := p.openLeft
+
+	// New content, read through the kept descriptor.
+	io := "rchar: 1\nwchar: 2\nread_bytes: 777\nwrite_bytes: 5\ncancelled_write_bytes: 0\n"
+	if err := os.WriteFile(filepath.Join(root, "proc", "10", "io"), []byte(io), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v = mustSample(t, p, t0.Add(time.Second))
+	if got := v["vigil_process_read_bytes_total 10"]; got != 777 {
+		t.Errorf("read bytes = %v, want 777 through the kept io file", got)
+	}
+	if p.openLeft != budget {
+		t.Errorf("open budget moved from %d to %d on a tick with the same top", budget, p.openLeft)
+	}
+
+	// b takes the lead in CPU and memory: a's status and io close, b's open.
+	b.utime, b.rssPages = 10000, 5000
+	b.write(t, root)
+	v = mustSample(t, p, t0.Add(2*time.Second))
+	if _, ok := v["vigil_process_threads 10"]; ok {
+		t.Error("a still reported")
+	}
+	if sa, sb := state(10), state(11); sa.statusFD >= 0 || sa.ioFD >= 0 || sb.statusFD < 0 || sb.ioFD < 0 {
+		t.Errorf("after the change: a %d/%d (want -1), b %d/%d (want open)", sa.statusFD, sa.ioFD, sb.statusFD, sb.ioFD)
+	}
+	if p.openLeft != budget {
+		t.Errorf("open budget = %d, want %d (two closed, two opened)", p.openLeft, budget)
 	}
 }
 
