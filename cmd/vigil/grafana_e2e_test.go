@@ -60,8 +60,12 @@ func TestE2EGrafanaNodeExporterFull(t *testing.T) {
 	start(t, "server", "server", "--http", httpAddr, "--listen", streamAddr, "--data", t.TempDir(), "--interval", "1s", "--disable-rollups")
 	vigilAPI := &grafanacheck.Client{Base: "http://" + httpAddr}
 	waitUntil(t, "vigil server", 15*time.Second, func() bool { return get(vigilAPI.Base+"/api/v1/status/buildinfo") == nil })
-	for _, n := range []string{"a", "b"} {
-		start(t, "sampler "+n, "sampler", "--node", n, "--upstream", streamAddr, "--interval", "1s", "--listen", "none")
+	// b ticks half a second after a: node_procs_running is the number of
+	// tasks running at the instant /proc/stat is read, and a sampler that
+	// read it while the other ran too would count both (2 where
+	// node_exporter, scraped alone, counts itself).
+	for n, offset := range map[string]string{"a": "0s", "b": "500ms"} {
+		start(t, "sampler "+n, "sampler", "--node", n, "--upstream", streamAddr, "--interval", "1s", "--offset", offset, "--listen", "none")
 	}
 
 	// Prometheus scraping node_exporter every second.

@@ -209,7 +209,7 @@ func TestTopFilesKept(t *testing.T) {
 		t.Fatalf("pid %d not tracked", pid)
 		return nil
 	}
-	v := mustSample(t, p, t0)
+	mustSample(t, p, t0)
 	if sa, sb := state(10), state(11); sa.statusFD < 0 || sa.ioFD < 0 || sb.statusFD >= 0 || sb.ioFD >= 0 {
 		t.Fatalf("status/io kept: a %d/%d (want open), b %d/%d (want -1)", sa.statusFD, sa.ioFD, sb.statusFD, sb.ioFD)
 	}
@@ -220,7 +220,7 @@ func TestTopFilesKept(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "proc", "10", "io"), []byte(io), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	v = mustSample(t, p, t0.Add(time.Second))
+	v := mustSample(t, p, t0.Add(time.Second))
 	if got := v["vigil_process_read_bytes_total 10"]; got != 777 {
 		t.Errorf("read bytes = %v, want 777 through the kept io file", got)
 	}
