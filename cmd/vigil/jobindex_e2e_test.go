@@ -77,10 +77,16 @@ func TestE2ESlurmJobIndex(t *testing.T) {
 		j, seen = find(list("--user", "root")), time.Now()
 		return j != nil && j.Partition == "test" && j.State == jobs.StateRunning && len(j.Nodes) == 1
 	})
-	b, err := os.ReadFile(started)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Slurm counts the job running (and the sampler lists it) before its
+	// step has run the script's first command, so the start file may not
+	// be there yet (CI flake): wait for it. A listing before the script
+	// ran is a negative lag, within bounds.
+	var b []byte
+	waitFor(t, 10*time.Second, "job "+id+"'s start file", func() bool {
+		var err error
+		b, err = os.ReadFile(started)
+		return err == nil && strings.HasSuffix(string(b), "\n")
+	})
 	t0, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
 	if err != nil {
 		t.Fatalf("start file %q: %v", b, err)
