@@ -214,16 +214,15 @@ func (a *Aggregator) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	// Children learn a tick was handled only once the upstream has it,
+	// so a kill -9 here leaves them to report what it held as gaps. Made
+	// (and its metrics registered) before anything serves /metrics.
+	opts := wire.ServerOptions{Key: a.cfg.Key, Name: a.cfg.Name, Log: a.log, Stats: &a.wstats, Metrics: wiremetrics.New(a.reg),
+		CheckRelayedValues: a.cfg.CheckValues,
+		HandledBefore:      a.client.DeliveredBefore}
+	a.cfg.WireLimits.Apply(&opts)
 	start(func() error { return a.client.Run(ctx) })
-	start(func() error {
-		// Children learn a tick was handled only once the upstream has it,
-		// so a kill -9 here leaves them to report what it held as gaps.
-		opts := wire.ServerOptions{Key: a.cfg.Key, Name: a.cfg.Name, Log: a.log, Stats: &a.wstats, Metrics: wiremetrics.New(a.reg),
-			CheckRelayedValues: a.cfg.CheckValues,
-			HandledBefore:      a.client.DeliveredBefore}
-		a.cfg.WireLimits.Apply(&opts)
-		return wire.Serve(ctx, ln, opts, a)
-	})
+	start(func() error { return wire.Serve(ctx, ln, opts, a) })
 	start(func() error { a.housekeeping(ctx); return nil })
 	if a.cfg.HTTP != "" {
 		hl, err := net.Listen("tcp", a.cfg.HTTP)

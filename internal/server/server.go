@@ -363,6 +363,27 @@ func (s *Server) metadata() map[string]query.Metadata {
 func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 	s.logHTTPSecurity(ln.Addr().String())
 	hup := notifyHUP() // before serving: a SIGHUP must not kill a server that answers
+	// The stream's handler and metrics are made before anything serves,
+	// so the first scrape of /metrics already has them.
+	var h *ingest.Handler
+	var wopts wire.ServerOptions
+	if streamLn != nil {
+		var ist ingest.Store = s.store
+		var offsets ingest.OffsetStore = s.store
+		if len(s.cfg.remoteWrite()) > 0 {
+			ist = s.rwOut.Tap(s.store)
+			offsets = s.rwOut.TapNodeGauges(s.store) // the clock offsets are the nodes' series too
+		}
+		taps := ingest.Taps{s.jobs, s.health}
+		if s.bus != nil {
+			taps = append(taps, s.bus)
+		}
+		h = ingest.NewWithOptions(ist, ingest.Options{Interval: s.cfg.Interval.D(), MaxClockOffset: s.cfg.MaxFuture.D(),
+			Offsets: offsets, Registerer: s.reg, Logger: s.log, Expected: s.expected, Tap: taps, Events: s.events})
+		s.registerIngest(h)
+		wopts = wire.ServerOptions{Key: s.key, Name: "server", Log: s.log, Metrics: wiremetrics.New(s.reg)}
+		s.cfg.WireLimits.Apply(&wopts)
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	defer context.AfterFunc(gctx, s.stopStreams)()
 	g.Go(func() error {
@@ -394,25 +415,8 @@ func (s *Server) Serve(ctx context.Context, ln, streamLn net.Listener) error {
 		g.Go(func() error { return s.rwOut.Run(gctx) })
 	}
 	if streamLn != nil {
-		var ist ingest.Store = s.store
-		var offsets ingest.OffsetStore = s.store
-		if len(s.cfg.remoteWrite()) > 0 {
-			ist = s.rwOut.Tap(s.store)
-			offsets = s.rwOut.TapNodeGauges(s.store) // the clock offsets are the nodes' series too
-		}
-		taps := ingest.Taps{s.jobs, s.health}
-		if s.bus != nil {
-			taps = append(taps, s.bus)
-		}
-		h := ingest.NewWithOptions(ist, ingest.Options{Interval: s.cfg.Interval.D(), MaxClockOffset: s.cfg.MaxFuture.D(),
-			Offsets: offsets, Registerer: s.reg, Logger: s.log, Expected: s.expected, Tap: taps, Events: s.events})
-		s.registerIngest(h)
 		g.Go(func() error { h.Run(gctx); return nil })
-		g.Go(func() error {
-			opts := wire.ServerOptions{Key: s.key, Name: "server", Log: s.log, Metrics: wiremetrics.New(s.reg)}
-			s.cfg.WireLimits.Apply(&opts)
-			return wire.Serve(gctx, streamLn, opts, s.iorec.Tap(h))
-		})
+		g.Go(func() error { return wire.Serve(gctx, streamLn, wopts, s.iorec.Tap(h)) })
 	}
 	err := g.Wait()
 	return errors.Join(err, s.Close())
