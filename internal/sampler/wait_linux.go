@@ -23,7 +23,6 @@ import (
 type kernelTimer struct {
 	f      *os.File
 	rc     syscall.RawConn
-	fd     uintptr
 	spec   itimerspec
 	exp    [8]byte       // expiration count read from the timerfd
 	errn   syscall.Errno // result of the last read
@@ -65,7 +64,7 @@ func newKernelTimer(ctx context.Context) (*kernelTimer, error) {
 		f.Close()
 		return nil, fmt.Errorf("timerfd: %w", err)
 	}
-	k := &kernelTimer{f: f, rc: rc, fd: fd}
+	k := &kernelTimer{f: f, rc: rc}
 	// Built once: a closure made per wait would allocate every tick.
 	k.read = k.readOnce
 	// A past deadline wakes a wait blocked in the poller when ctx ends.

@@ -25,7 +25,6 @@ const (
 	nlmsgDone     = 3
 	nlmsgOverrun  = 4
 	nlmFRequest   = 0x1
-	nlmFMulti     = 0x2
 	nlmFDump      = 0x300
 	rtmNewLink    = 16
 	rtmDelLink    = 17
@@ -130,28 +129,28 @@ func attr(attrs []byte, typ uint16) ([]byte, bool, error) {
 }
 
 // parseStats reads a RTM_NEWSTATS payload: the interface index and its
-// counters, of which it returns how many the kernel sent (at least
-// minLinkStats).
-func parseStats(p []byte, dst *[maxLinkStats]uint64) (ifindex uint32, n int, err error) {
+// counters into dst (at least minLinkStats of them; the rest, where the
+// kernel sends fewer than maxLinkStats, keep their old values).
+func parseStats(p []byte, dst *[maxLinkStats]uint64) (ifindex uint32, err error) {
 	if len(p) < ifStatsMsgLen {
-		return 0, 0, fmt.Errorf("%w: stats message of %d bytes", errNetlink, len(p))
+		return 0, fmt.Errorf("%w: stats message of %d bytes", errNetlink, len(p))
 	}
 	ifindex = binary.NativeEndian.Uint32(p[4:])
 	v, ok, err := attr(p[ifStatsMsgLen:], iflaStatsLink)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	if !ok {
-		return 0, 0, fmt.Errorf("%w: interface %d: no IFLA_STATS_LINK_64", errNetlink, ifindex)
+		return 0, fmt.Errorf("%w: interface %d: no IFLA_STATS_LINK_64", errNetlink, ifindex)
 	}
-	n = min(len(v)/8, maxLinkStats)
+	n := min(len(v)/8, maxLinkStats)
 	if n < minLinkStats {
-		return 0, 0, fmt.Errorf("%w: interface %d: %d counters, want at least %d", errNetlink, ifindex, n, minLinkStats)
+		return 0, fmt.Errorf("%w: interface %d: %d counters, want at least %d", errNetlink, ifindex, n, minLinkStats)
 	}
 	for i := range n {
 		dst[i] = binary.NativeEndian.Uint64(v[8*i:])
 	}
-	return ifindex, n, nil
+	return ifindex, nil
 }
 
 // parseLink reads a RTM_NEWLINK or RTM_DELLINK payload: the interface
@@ -275,7 +274,7 @@ func (n *Netdev) handleMsg(m nlMsg) error {
 		n.names[idx] = string(name) // new, or renamed: counted under the new name from now on
 		delete(n.byIndex, idx)
 	case rtmNewStats:
-		idx, _, err := parseStats(m.payload, &n.stats)
+		idx, err := parseStats(m.payload, &n.stats)
 		if err != nil {
 			return err
 		}
@@ -283,7 +282,8 @@ func (n *Netdev) handleMsg(m nlMsg) error {
 		if d == nil {
 			name, ok := n.names[idx]
 			if !ok {
-				// Counted before its notification was read: named next tick.
+				// Counted before its notification was read: sampleNetlink
+				// dumps the links and counts again.
 				n.resync = true
 				return nil
 			}
