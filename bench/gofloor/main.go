@@ -6,6 +6,11 @@
 //	go build -o /tmp/gofloor ./bench/gofloor
 //	/tmp/gofloor -duration 20s                   # Go timer, os.File.ReadAt
 //	/tmp/gofloor -duration 20s -timerfd -raw     # as vigil-sampler waits and reads
+//	/tmp/gofloor -i NANOSECONDS [-u] [-n] [-a] [-l] [-k TICKS] [-P PROC [-Q TICKS]] [-r FILE]... [-p FILE]... [-s PATH]...
+//
+// With -i it is the Go read floor (floor.go): bench/readfloor's options and
+// calls, made the way vigil-sampler waits and reads (bench/samplercost
+// --gofloor runs it beside the C floor).
 //
 // -timerfd waits on a timerfd through the runtime's poller instead of a Go
 // timer (the runtime's sysmon thread sleeps until the next Go timer, so a Go
@@ -28,8 +33,23 @@ func main() {
 	duration := flag.Duration("duration", 20*time.Second, "how long to run")
 	timerfd := flag.Bool("timerfd", false, "wait on a timerfd instead of a Go timer (Linux)")
 	raw := flag.Bool("raw", false, "read with a raw pread syscall instead of os.File.ReadAt")
+	var fa floorArgs
+	flag.Int64Var(&fa.iv, "i", 0, "read floor mode: wake every this many nanoseconds and make readfloor's calls until killed")
+	flag.Int64Var(&fa.every, "k", 100, "read floor: re-read the -p files every this many ticks")
+	flag.BoolVar(&fa.rusage, "u", false, "read floor: getrusage each tick")
+	flag.BoolVar(&fa.uname, "n", false, "read floor: uname each tick")
+	flag.BoolVar(&fa.adjtx, "a", false, "read floor: read-only adjtimex each tick")
+	flag.BoolVar(&fa.netlink, "l", false, "read floor: one netlink RTM_GETSTATS dump each tick")
+	flag.StringVar(&fa.procDir, "P", "", "read floor: list this /proc and pread each process's stat every -Q ticks")
+	flag.Int64Var(&fa.procsEvery, "Q", 1, "read floor: the -P listing's period in ticks")
+	flag.Var(&fa.reads, "r", "read floor: pread this file each tick (repeatable)")
+	flag.Var(&fa.polls, "p", "read floor: ppoll this file each tick (repeatable)")
+	flag.Var(&fa.stats, "s", "read floor: statfs this path each tick (repeatable)")
 	flag.Parse()
 	runtime.GOMAXPROCS(1)
+	if fa.iv != 0 {
+		fail(runFloor(&fa))
+	}
 	f, err := os.Open("/proc/self/statm")
 	if err != nil {
 		fail(err)

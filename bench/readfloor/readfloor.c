@@ -9,10 +9,12 @@
 // each -p file (re-read every -k ticks), statfs of each -s path and, with -u,
 // getrusage, with -n uname(2), with -a a read-only adjtimex(2) and with -l
 // one netlink RTM_GETSTATS dump of every interface's counters (the netdev
-// plugin's source on the live system), read to its end. Its CPU time per tick is the floor of any 10 Hz reader on the
+// plugin's source on the live system), read to its end, and with -P PROC
+// every -Q ticks a listing of PROC and a pread of each process's stat file,
+// kept open while the process lives: the least the procs plugin reads. Its CPU time per tick is the floor of any 10 Hz reader on the
 // machine; what vigil-sampler spends above it is Go and our parsing.
 //
-//	readfloor -i NANOSECONDS [-u] [-n] [-a] [-l] [-k TICKS] [-r FILE]... [-p FILE]... [-s PATH]...
+//	readfloor -i NANOSECONDS [-u] [-n] [-a] [-l] [-k TICKS] [-P PROC [-Q TICKS]] [-r FILE]... [-p FILE]... [-s PATH]...
 //
 // It runs until killed. (The go:build line keeps the go tool away from it.)
 #define _GNU_SOURCE
@@ -23,6 +25,7 @@
 #include <linux/rtnetlink.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +39,55 @@
 enum { MAXN = 256 };
 
 static char buf[1 << 20]; /* one pread per file, as the sampler's grown buffers */
+
+/* -P: one stat descriptor per live process, by pid. */
+enum { MAXPID = 1 << 22 };
+static int statfd[MAXPID];
+static long long seen[MAXPID];
+static int live[MAXPID], nlive;
+static char dents[1 << 16];
+
+static void read_procs(int dirfd, long long tick) {
+	lseek(dirfd, 0, SEEK_SET);
+	for (;;) {
+		long n = syscall(SYS_getdents64, dirfd, dents, sizeof dents);
+		if (n <= 0)
+			break;
+		for (long off = 0; off < n;) {
+			unsigned short reclen = *(unsigned short *)(dents + off + 16);
+			const char *name = dents + off + 19;
+			off += reclen;
+			long pid = 0;
+			const char *c = name;
+			for (; *c >= '0' && *c <= '9'; c++)
+				pid = pid * 10 + (*c - '0');
+			if (*c || c == name || pid <= 0 || pid >= MAXPID)
+				continue;
+			if (statfd[pid] <= 0) {
+				char path[32];
+				snprintf(path, sizeof path, "%ld/stat", pid);
+				statfd[pid] = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+				if (statfd[pid] < 0) {
+					statfd[pid] = 0;
+					continue;
+				}
+				live[nlive++] = (int)pid;
+			}
+			seen[pid] = tick;
+			pread(statfd[pid], buf, 4096, 0);
+		}
+	}
+	for (int i = 0; i < nlive;) { /* close the stat files of processes gone */
+		int pid = live[i];
+		if (seen[pid] != tick) {
+			close(statfd[pid]);
+			statfd[pid] = 0;
+			live[i] = live[--nlive];
+		} else {
+			i++;
+		}
+	}
+}
 
 static long long now_ns(void) {
 	struct timespec ts;
@@ -53,7 +105,8 @@ static int open_or_die(const char *path) {
 }
 
 int main(int argc, char **argv) {
-	long long iv = 0, every = 100;
+	long long iv = 0, every = 100, procsEvery = 1;
+	int procdir = -1;
 	int rusage = 0, unamecall = 0, adjtimexcall = 0, nlfd = -1, nr = 0, np = 0, ns = 0, opt;
 	int rfd[MAXN];
 	/* Per-file read size, grown like kernfs.File's buffer: /proc/sys
@@ -63,7 +116,7 @@ int main(int argc, char **argv) {
 	struct pollfd pfd[MAXN];
 	const char *spath[MAXN];
 
-	while ((opt = getopt(argc, argv, "i:unalk:r:p:s:")) != -1) {
+	while ((opt = getopt(argc, argv, "i:unalk:r:p:s:P:Q:")) != -1) {
 		if ((opt == 'r' && nr == MAXN) || (opt == 'p' && np == MAXN) || (opt == 's' && ns == MAXN)) {
 			fprintf(stderr, "readfloor: more than %d of -%c\n", MAXN, opt);
 			return 2;
@@ -81,6 +134,14 @@ int main(int argc, char **argv) {
 			}
 			break;
 		case 'k': every = atoll(optarg); break;
+		case 'P':
+			procdir = open(optarg, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			if (procdir < 0) {
+				perror(optarg);
+				exit(1);
+			}
+			break;
+		case 'Q': procsEvery = atoll(optarg); break;
 		case 'r':
 			rsz[nr] = 4096;
 			rfd[nr++] = open_or_die(optarg);
@@ -91,12 +152,12 @@ int main(int argc, char **argv) {
 			break;
 		case 's': spath[ns++] = optarg; break;
 		default:
-			fprintf(stderr, "usage: readfloor -i NS [-u] [-n] [-a] [-l] [-k TICKS] [-r FILE]... [-p FILE]... [-s PATH]...\n");
+			fprintf(stderr, "usage: readfloor -i NS [-u] [-n] [-a] [-l] [-k TICKS] [-P PROC [-Q TICKS]] [-r FILE]... [-p FILE]... [-s PATH]...\n");
 			return 2;
 		}
 	}
-	if (iv <= 0 || every <= 0) {
-		fprintf(stderr, "readfloor: -i and -k must be positive\n");
+	if (iv <= 0 || every <= 0 || procsEvery <= 0) {
+		fprintf(stderr, "readfloor: -i, -k and -Q must be positive\n");
 		return 2;
 	}
 
@@ -153,6 +214,8 @@ int main(int argc, char **argv) {
 				}
 			}
 		}
+		if (procdir >= 0 && tick % procsEvery == 0)
+			read_procs(procdir, tick + 1);
 		/* Skip ticks that already passed, as the sampler does. */
 		next = (now_ns() / iv + 1) * iv;
 	}
