@@ -11,6 +11,13 @@
 // and stat collectors, memory meminfo, load loadavg, the others the
 // collector of the same name; self and procs have none).
 //
+// With --gofloor it also runs bench/gofloor as a Go read floor: the same
+// calls made the way the sampler waits and reads, so that what Go's
+// wake-up costs and what our parsing and sending cost can be told apart.
+// With --upstream --veth the receiver sits behind a veth pair with threaded
+// NAPI instead of loopback, so its TCP receive is not run inside the
+// sampler's write.
+//
 // CPU time comes from /proc/<pid>/task/*/schedstat (nanoseconds on CPU), so
 // the figures are not limited to clock-tick resolution; wake-ups are the
 // voluntary context switches of all threads.
