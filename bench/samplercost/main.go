@@ -90,26 +90,28 @@ type result struct {
 }
 
 func (c *config) run() error {
-	if c.floorSrc != "" {
-		dir, err := os.MkdirTemp("", "readfloor")
-		if err != nil {
-			return err
+	dir, err := os.MkdirTemp("", "samplercost")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	// The floors are built into dir: CMD -o PATH SOURCE.
+	build := func(src string, cmd ...string) (string, error) {
+		base := filepath.Base(src)
+		bin := filepath.Join(dir, strings.TrimSuffix(base, filepath.Ext(base)))
+		if out, err := exec.Command(cmd[0], append(cmd[1:], "-o", bin, src)...).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("build %s: %w\n%s", src, err, out)
 		}
-		defer os.RemoveAll(dir)
-		c.floorBin = filepath.Join(dir, "readfloor")
-		if out, err := exec.Command(c.cc, "-O2", "-o", c.floorBin, c.floorSrc).CombinedOutput(); err != nil {
-			return fmt.Errorf("build %s: %w\n%s", c.floorSrc, err, out)
+		return bin, nil
+	}
+	if c.floorSrc != "" {
+		if c.floorBin, err = build(c.floorSrc, c.cc, "-O2"); err != nil {
+			return err
 		}
 	}
 	if c.goFloorPkg != "" {
-		dir, err := os.MkdirTemp("", "gofloor")
-		if err != nil {
+		if c.goFloorBin, err = build(c.goFloorPkg, "go", "build"); err != nil {
 			return err
-		}
-		defer os.RemoveAll(dir)
-		c.goFloorBin = filepath.Join(dir, "gofloor")
-		if out, err := exec.Command("go", "build", "-o", c.goFloorBin, c.goFloorPkg).CombinedOutput(); err != nil {
-			return fmt.Errorf("build %s: %w\n%s", c.goFloorPkg, err, out)
 		}
 	}
 	if c.veth {

@@ -5,8 +5,6 @@ package appio
 import (
 	"context"
 	"os"
-	"os/exec"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,28 +24,7 @@ const mountnsEnv = "VIGIL_APPIO_IN_MOUNTNS"
 // returns at once when its context ends (a blocking poll(2) with a timeout
 // took up to that timeout).
 func TestWatchMountsFollowsMounts(t *testing.T) {
-	if os.Getenv(mountnsEnv) == "" {
-		if testing.Short() {
-			t.Skip("end-to-end")
-		}
-		if os.Geteuid() != 0 {
-			t.Skip("needs root for a mount namespace")
-		}
-		unshare := testutil.LookPeer(t, "unshare", "apt-get install util-linux")
-		exe, err := os.Executable()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(unshare, "--mount", "--propagation", "private", exe, "-test.run", "^TestWatchMountsFollowsMounts$", "-test.v")
-		cmd.Env = append(os.Environ(), mountnsEnv+"=1")
-		out, err := cmd.CombinedOutput()
-		t.Logf("in a mount namespace:\n%s", out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(string(out), "--- PASS: TestWatchMountsFollowsMounts") {
-			t.Fatal("the test did not run in the namespace")
-		}
+	if !testutil.InNamespace(t, mountnsEnv, "--mount", "--propagation", "private") {
 		return
 	}
 	var calls atomic.Int32

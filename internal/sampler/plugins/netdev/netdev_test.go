@@ -313,29 +313,8 @@ func TestNetlinkFollowsLinks(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("netlink is Linux's")
 	}
-	if os.Getenv(netnsEnv) == "" {
-		if testing.Short() {
-			t.Skip("end-to-end")
-		}
-		if os.Geteuid() != 0 {
-			t.Skip("needs root for a network namespace")
-		}
-		unshare := testutil.LookPeer(t, "unshare", "apt-get install util-linux")
-		testutil.LookPeer(t, "ip", "apt-get install iproute2")
-		exe, err := os.Executable()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(unshare, "--net", exe, "-test.run", "^TestNetlinkFollowsLinks$", "-test.v")
-		cmd.Env = append(os.Environ(), netnsEnv+"=1")
-		out, err := cmd.CombinedOutput()
-		t.Logf("in a network namespace:\n%s", out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(string(out), "--- PASS: TestNetlinkFollowsLinks") {
-			t.Fatal("the test did not run in the namespace")
-		}
+	testutil.LookPeer(t, "ip", "apt-get install iproute2")
+	if !testutil.InNamespace(t, netnsEnv, "--net") {
 		return
 	}
 	p, _ := testutil.NewPlugin(t, "netdev", "/", nil)
