@@ -16,7 +16,8 @@
 // wake-up costs and what our parsing and sending cost can be told apart.
 // With --upstream --veth the receiver sits behind a veth pair with threaded
 // NAPI instead of loopback, so its TCP receive is not run inside the
-// sampler's write.
+// sampler's write; off loopback the stream needs a key, as --key gives it
+// on loopback.
 //
 // CPU time comes from /proc/<pid>/task/*/schedstat (nanoseconds on CPU), so
 // the figures are not limited to clock-tick resolution; wake-ups are the
@@ -25,6 +26,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -34,10 +37,12 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/vigil-hpc/vigil/bench/internal/benchutil"
@@ -66,7 +71,8 @@ func main() {
 	flag.IntVar(&c.runs, "runs", 1, "runs; more than one also prints medians")
 	flag.BoolVar(&c.upstream, "upstream", false, "also stream vigil's ticks over the wire to a receiver in this tool (which acknowledges and discards them)")
 	flag.DurationVar(&c.ackInterval, "ack-interval", 0, "with --upstream, the receiver's acknowledgement interval (0: wire.DefaultAckInterval)")
-	flag.BoolVar(&c.veth, "veth", false, "with --upstream, run the receiver in its own network namespace behind a veth pair with threaded NAPI, so that its TCP receive is not charged to the sampler as on loopback (root, ip, ethtool)")
+	flag.BoolVar(&c.veth, "veth", false, "with --upstream, run the receiver in its own network namespace behind a veth pair with threaded NAPI, so that its TCP receive is not charged to the sampler as on loopback (root, ip, ethtool; implies --key)")
+	flag.BoolVar(&c.keyed, "key", false, "with --upstream, stream with a shared key (every frame tagged), as a sampler must to an upstream on another host")
 	flag.Parse()
 	if err := c.run(); err != nil {
 		fmt.Fprintln(os.Stderr, "samplercost:", err)
@@ -79,7 +85,8 @@ type config struct {
 	goFloorPkg, goFloorBin                       string
 	duration, interval, ackInterval              time.Duration
 	runs                                         int
-	upstream, veth                               bool
+	upstream, veth, keyed                        bool
+	keyFile                                      string
 	vnet                                         *vethNet
 	floorBin                                     string // built from floorSrc
 }
@@ -114,16 +121,38 @@ func (c *config) run() error {
 			return err
 		}
 	}
-	if c.veth {
-		if !c.upstream {
-			return errors.New("--veth needs --upstream")
+	if (c.veth || c.keyed) && !c.upstream {
+		return errors.New("--veth and --key need --upstream")
+	}
+	if c.veth || c.keyed {
+		// Peers off loopback must authenticate: the receiver refuses them
+		// without a key.
+		key := make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return err
 		}
+		c.keyFile = filepath.Join(dir, "key")
+		if err := os.WriteFile(c.keyFile, []byte(hex.EncodeToString(key)), 0o600); err != nil {
+			return err
+		}
+	}
+	if c.veth {
 		v, err := newVethNet()
 		if err != nil {
 			return err
 		}
 		defer v.close()
 		c.vnet = v
+		// An interrupted run removes its namespace too.
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+		defer signal.Stop(sig)
+		go func() {
+			if _, ok := <-sig; ok {
+				v.close()
+				os.Exit(130)
+			}
+		}()
 	}
 	all := map[string][]result{}
 	var order []string
@@ -200,20 +229,25 @@ func (c *config) once() ([]named, error) {
 		args: []string{"--interval", c.interval.String(), "--plugins", c.plugins, "--root", c.root, "--listen", vaddr, "--log-level", "warn"}}}
 	switch {
 	case c.vnet != nil:
-		addr, cmd, err := c.vnet.startReceiver(ctx, c.ackInterval)
+		addr, cmd, err := c.vnet.startReceiver(ctx, c.ackInterval, c.keyFile)
 		if err != nil {
 			return nil, err
 		}
 		defer stop(cmd)
-		procs[0].args = append(procs[0].args, "--upstream", addr)
+		procs[0].args = append(procs[0].args, "--upstream", addr, "--key", c.keyFile)
 	case c.upstream:
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, err
 		}
-		go func() {
-			_ = wire.Serve(ctx, ln, wire.ServerOptions{Log: slog.New(slog.DiscardHandler), AckInterval: c.ackInterval}, wire.Discard{})
-		}()
+		opts := wire.ServerOptions{Log: slog.New(slog.DiscardHandler), AckInterval: c.ackInterval}
+		if c.keyFile != "" {
+			if opts.Key, err = wire.LoadKey(c.keyFile); err != nil {
+				return nil, err
+			}
+			procs[0].args = append(procs[0].args, "--key", c.keyFile)
+		}
+		go func() { _ = wire.Serve(ctx, ln, opts, wire.Discard{}) }()
 		procs[0].args = append(procs[0].args, "--upstream", ln.Addr().String())
 	}
 	if c.neBin != "" {

@@ -63,12 +63,12 @@ func (v *vethNet) close() {
 
 // startReceiver runs this program's receive mode inside the namespace and
 // returns the address it listens on.
-func (v *vethNet) startReceiver(ctx context.Context, ack time.Duration) (string, *exec.Cmd, error) {
+func (v *vethNet) startReceiver(ctx context.Context, ack time.Duration, keyFile string) (string, *exec.Cmd, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return "", nil, err
 	}
-	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", v.ns, self, "receive", net.JoinHostPort(v.farIP, "0"), ack.String())
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", v.ns, self, "receive", net.JoinHostPort(v.farIP, "0"), ack.String(), keyFile)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -86,13 +86,17 @@ func (v *vethNet) startReceiver(ctx context.Context, ack time.Duration) (string,
 	return strings.TrimSpace(line), cmd, nil
 }
 
-// receive is the receiver's mode (`samplercost receive ADDR ACKINTERVAL`):
-// it acknowledges and discards ticks until killed.
+// receive is the receiver's mode (`samplercost receive ADDR ACKINTERVAL
+// KEYFILE`): it acknowledges and discards ticks until killed.
 func receive(args []string) error {
-	if len(args) != 2 {
-		return fmt.Errorf("usage: samplercost receive ADDR ACKINTERVAL")
+	if len(args) != 3 {
+		return fmt.Errorf("usage: samplercost receive ADDR ACKINTERVAL KEYFILE")
 	}
 	ack, err := time.ParseDuration(args[1])
+	if err != nil {
+		return err
+	}
+	key, err := wire.LoadKey(args[2])
 	if err != nil {
 		return err
 	}
@@ -101,5 +105,5 @@ func receive(args []string) error {
 		return err
 	}
 	fmt.Println(ln.Addr().String())
-	return wire.Serve(context.Background(), ln, wire.ServerOptions{Log: slog.New(slog.DiscardHandler), AckInterval: ack}, wire.Discard{})
+	return wire.Serve(context.Background(), ln, wire.ServerOptions{Log: slog.New(slog.DiscardHandler), AckInterval: ack, Key: key}, wire.Discard{})
 }
