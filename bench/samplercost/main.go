@@ -42,10 +42,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/vigil-hpc/vigil/bench/internal/benchutil"
+	"github.com/vigil-hpc/vigil/internal/metric"
 	"github.com/vigil-hpc/vigil/internal/sampler/plugins/procs"
 	"github.com/vigil-hpc/vigil/internal/wire"
 )
@@ -227,9 +229,12 @@ func (c *config) once() ([]named, error) {
 	}
 	procs := []*proc{{name: vigilName, addr: vaddr, bin: c.vigilBin,
 		args: []string{"--interval", c.interval.String(), "--plugins", c.plugins, "--root", c.root, "--listen", vaddr, "--log-level", "warn"}}}
+	// received counts the ticks the receiver took, to catch a sampler
+	// that measured cheap because it streamed nothing.
+	received := new(atomic.Int64)
 	switch {
 	case c.vnet != nil:
-		addr, cmd, err := c.vnet.startReceiver(ctx, c.ackInterval, c.keyFile)
+		addr, cmd, err := c.vnet.startReceiver(ctx, c.ackInterval, c.keyFile, received)
 		if err != nil {
 			return nil, err
 		}
@@ -247,7 +252,7 @@ func (c *config) once() ([]named, error) {
 			}
 			procs[0].args = append(procs[0].args, "--key", c.keyFile)
 		}
-		go func() { _ = wire.Serve(ctx, ln, opts, wire.Discard{}) }()
+		go func() { _ = wire.Serve(ctx, ln, opts, &countingSink{n: received}) }()
 		procs[0].args = append(procs[0].args, "--upstream", ln.Addr().String())
 	}
 	if c.neBin != "" {
@@ -337,8 +342,23 @@ func (c *config) once() ([]named, error) {
 	for _, o := range out[1:] {
 		fmt.Printf("vigil CPU per tick / %s = %.3f\n", o.name, out[0].perTick/o.perTick)
 	}
+	if c.upstream {
+		n := received.Load()
+		fmt.Printf("ticks received upstream: %d\n", n)
+		if n == 0 {
+			return nil, errors.New("the sampler streamed no tick upstream (its log above says why)")
+		}
+	}
 	return out, nil
 }
+
+// countingSink discards what it is sent and counts the ticks.
+type countingSink struct {
+	wire.Discard
+	n *atomic.Int64
+}
+
+func (s *countingSink) Tick(string, time.Time, []*metric.Desc, []float64) { s.n.Add(1) }
 
 // neCollectors maps vigil plugins to node_exporter's collectors (self and
 // procs have none).

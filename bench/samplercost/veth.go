@@ -8,7 +8,9 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/vigil-hpc/vigil/internal/wire"
@@ -63,7 +65,7 @@ func (v *vethNet) close() {
 
 // startReceiver runs this program's receive mode inside the namespace and
 // returns the address it listens on.
-func (v *vethNet) startReceiver(ctx context.Context, ack time.Duration, keyFile string) (string, *exec.Cmd, error) {
+func (v *vethNet) startReceiver(ctx context.Context, ack time.Duration, keyFile string, received *atomic.Int64) (string, *exec.Cmd, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return "", nil, err
@@ -77,17 +79,26 @@ func (v *vethNet) startReceiver(ctx context.Context, ack time.Duration, keyFile 
 	if err := cmd.Start(); err != nil {
 		return "", nil, err
 	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		return "", nil, fmt.Errorf("receiver in %s: %w", v.ns, err)
+		return "", nil, fmt.Errorf("receiver in %s: no address (%v)", v.ns, sc.Err())
 	}
-	return strings.TrimSpace(line), cmd, nil
+	addr := strings.TrimSpace(sc.Text())
+	go func() { // then "ticks N" lines: the count so far
+		for sc.Scan() {
+			if n, err := strconv.ParseInt(strings.TrimPrefix(sc.Text(), "ticks "), 10, 64); err == nil {
+				received.Store(n)
+			}
+		}
+	}()
+	return addr, cmd, nil
 }
 
 // receive is the receiver's mode (`samplercost receive ADDR ACKINTERVAL
-// KEYFILE`): it acknowledges and discards ticks until killed.
+// KEYFILE`): it acknowledges and discards ticks until killed, printing its
+// address, then every 200 ms "ticks N", the ticks received so far.
 func receive(args []string) error {
 	if len(args) != 3 {
 		return fmt.Errorf("usage: samplercost receive ADDR ACKINTERVAL KEYFILE")
@@ -105,5 +116,11 @@ func receive(args []string) error {
 		return err
 	}
 	fmt.Println(ln.Addr().String())
-	return wire.Serve(context.Background(), ln, wire.ServerOptions{Log: slog.New(slog.DiscardHandler), AckInterval: ack, Key: key}, wire.Discard{})
+	var n atomic.Int64
+	go func() {
+		for range time.Tick(200 * time.Millisecond) {
+			fmt.Printf("ticks %d\n", n.Load())
+		}
+	}()
+	return wire.Serve(context.Background(), ln, wire.ServerOptions{Log: slog.New(slog.DiscardHandler), AckInterval: ack, Key: key}, &countingSink{n: &n})
 }
