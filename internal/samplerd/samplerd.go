@@ -251,7 +251,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			defer wg.Done()
 			// A scrape needs a few connections; the cap keeps a flood of
 			// clients from costing the node memory.
-			if err := lean.Serve(ctx, ln, Handler(s, o.Node), lean.Options{
+			if err := lean.Serve(ctx, ln, Handler(s, o.Node, up), lean.Options{
 				WebConfigFile: d.webConfig, MaxConnections: 32, Logger: log.With("component", "http"),
 			}); err != nil {
 				errc <- err
@@ -283,16 +283,26 @@ func (d *Daemon) Run(ctx context.Context) error {
 	return err
 }
 
-// Handler serves the latest collection at /metrics.
-func Handler(s *sampler.Scheduler, node string) http.Handler {
+// Handler serves the latest collection at /metrics, and the upstream
+// client's counters when up is not nil.
+func Handler(s *sampler.Scheduler, node string, up *wire.Client) http.Handler {
 	var mu sync.Mutex
 	tw := &metric.TextWriter{ConstLabels: []metric.Label{{Name: "node", Value: node}}}
+	var um *upstreamMetrics
+	if up != nil {
+		um = newUpstreamMetrics(up)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		mu.Lock()
 		defer mu.Unlock()
-		s.View(func(bs []*metric.Batch) { _ = tw.Write(w, bs...) })
+		s.View(func(bs []*metric.Batch) {
+			if um != nil {
+				bs = append(bs, um.batch())
+			}
+			_ = tw.Write(w, bs...)
+		})
 	})
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "<html><body><h1>vigil sampler</h1><p>node %s</p><a href=\"/metrics\">/metrics</a></body></html>\n", node)
