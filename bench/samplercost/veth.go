@@ -18,8 +18,8 @@ import (
 
 // On loopback the sampler's write(2) also runs the receiver's TCP receive
 // (tcp_v4_rcv and the wake-up of the reader) in the sampler's own system
-// call: about half of what the write costs it. On a cluster that work runs
-// on the aggregator's host. With --veth the receiver runs in a network
+// call: about 7 % of the sampler's CPU at 10 Hz (docs/benchmarks.md, "Idle
+// wake-ups"). On a cluster that work runs on the aggregator's host. With --veth the receiver runs in a network
 // namespace of its own behind a veth pair whose both ends hand received
 // packets to threaded NAPI (GRO on, /sys/class/net/DEV/threaded = 1), so
 // the receiving work, the sampler's incoming TCP ACKs included, runs in
