@@ -1,6 +1,8 @@
 package samplerd
 
 import (
+	"time"
+
 	"github.com/vigil-hpc/vigil/internal/metric"
 	"github.com/vigil-hpc/vigil/internal/wire"
 )
@@ -32,10 +34,11 @@ func newUpstreamMetrics(up *wire.Client) *upstreamMetrics {
 	}
 }
 
-// batch fills and returns the batch; the caller serialises scrapes.
+// batch fills and returns the batch as of now; the caller serialises
+// scrapes.
 func (u *upstreamMetrics) batch() *metric.Batch {
 	cs := u.up.Stats()
-	u.b.Reset(u.b.Time)
+	u.b.Reset(time.Now())
 	connected := 0.0
 	if cs.Connected.Load() {
 		connected = 1
